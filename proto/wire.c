@@ -1,0 +1,312 @@
+#include "wire.h"
+
+#include <lz4.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static uint32_t crc32_of(const uint8_t *data, size_t len)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    while (len > 0) {
+        uInt chunk = len > (1u << 30) ? (1u << 30) : (uInt)len;
+        crc = crc32(crc, data, chunk);
+        data += chunk;
+        len -= chunk;
+    }
+    return (uint32_t)crc;
+}
+
+size_t iot_wire_event_count(const iot_body *body)
+{
+    size_t n = body->n_drops + body->n_clock;
+    if (body->mpiio)
+        n += body->mpiio->n_func;
+    if (body->posix)
+        n += body->posix->n_func;
+    if (body->disk)
+        n += body->disk->n_func;
+    return n;
+}
+
+#define SAME_LEN(tbl, field)                                                             \
+    do {                                                                                 \
+        if ((tbl)->n_##field != n)                                                       \
+            return fail(err, errlen, "%s column '%s' has %zu values, expected %zu",      \
+                        table, #field, (size_t)(tbl)->n_##field, n);                     \
+    } while (0)
+
+static int check_mpiio(const Iotrace__MpiioEvents *t, char *err, size_t errlen)
+{
+    const char *table = "mpiio";
+    size_t n = t->n_func;
+    SAME_LEN(t, tid);
+    SAME_LEN(t, callid);
+    SAME_LEN(t, file);
+    SAME_LEN(t, offset);
+    SAME_LEN(t, bytes);
+    SAME_LEN(t, xfer);
+    SAME_LEN(t, t_start);
+    SAME_LEN(t, duration);
+    SAME_LEN(t, ret);
+    SAME_LEN(t, coll_seq);
+    return 0;
+}
+
+static int check_posix(const Iotrace__PosixEvents *t, char *err, size_t errlen)
+{
+    const char *table = "posix";
+    size_t n = t->n_func;
+    SAME_LEN(t, tid);
+    SAME_LEN(t, callid);
+    SAME_LEN(t, file);
+    SAME_LEN(t, offset);
+    SAME_LEN(t, bytes);
+    SAME_LEN(t, t_start);
+    SAME_LEN(t, duration);
+    SAME_LEN(t, ret);
+    return 0;
+}
+
+static int check_disk(const Iotrace__DiskEvents *t, size_t n_jobs, char *err, size_t errlen)
+{
+    const char *table = "disk";
+    size_t n = t->n_func;
+    SAME_LEN(t, tid);
+    SAME_LEN(t, job);
+    SAME_LEN(t, callid);
+    SAME_LEN(t, file);
+    SAME_LEN(t, offset);
+    SAME_LEN(t, bytes);
+    SAME_LEN(t, t_start);
+    SAME_LEN(t, duration);
+    SAME_LEN(t, ret);
+    for (size_t i = 0; i < n; i++)
+        if (t->job[i] != 0 && t->job[i] >= n_jobs)
+            return fail(err, errlen, "disk event %zu names job index %u of %zu", i,
+                        t->job[i], n_jobs);
+    return 0;
+}
+
+int iot_wire_check_body(const iot_body *body, char *err, size_t errlen)
+{
+    if (body->mpiio && check_mpiio(body->mpiio, err, errlen) < 0)
+        return -1;
+    if (body->posix && check_posix(body->posix, err, errlen) < 0)
+        return -1;
+    if (body->disk && check_disk(body->disk, body->n_jobs, err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
+int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
+                    const iot_body *body, uint8_t **out, size_t *out_len, char *err,
+                    size_t errlen)
+{
+    if (iot_wire_check_body(body, err, errlen) < 0)
+        return -1;
+    size_t raw_len = protobuf_c_message_get_packed_size(&body->base);
+    if (raw_len > IOT_WIRE_MAX_RAW)
+        return fail(err, errlen, "body of %zu bytes exceeds the limit of %u", raw_len,
+                    IOT_WIRE_MAX_RAW);
+    uint8_t *raw = malloc(raw_len ? raw_len : 1);
+    int bound = LZ4_compressBound((int)raw_len);
+    uint8_t *lz = malloc(bound > 0 ? (size_t)bound : 1);
+    if (!raw || !lz) {
+        free(raw);
+        free(lz);
+        return fail(err, errlen, "out of memory encoding a batch");
+    }
+    protobuf_c_message_pack(&body->base, raw);
+    int lz_len = LZ4_compress_default((const char *)raw, (char *)lz, (int)raw_len, bound);
+    free(raw);
+    if (lz_len <= 0 && raw_len > 0) {
+        free(lz);
+        return fail(err, errlen, "LZ4 compression failed");
+    }
+
+    iot_batch b = IOTRACE__BATCH__INIT;
+    b.magic = IOT_WIRE_MAGIC;
+    b.version = IOT_WIRE_VERSION;
+    b.producer = (iot_producer *)producer;
+    b.epoch = epoch;
+    b.seq = seq;
+    b.event_count = (uint32_t)iot_wire_event_count(body);
+    b.raw_size = (uint32_t)raw_len;
+    b.compression = IOTRACE__COMPRESSION__COMPRESSION_LZ4;
+    b.body.data = lz;
+    b.body.len = (size_t)(lz_len > 0 ? lz_len : 0);
+    b.checksum = crc32_of(b.body.data, b.body.len);
+
+    size_t len = protobuf_c_message_get_packed_size(&b.base);
+    uint8_t *buf = malloc(len);
+    if (!buf) {
+        free(lz);
+        return fail(err, errlen, "out of memory encoding a batch");
+    }
+    protobuf_c_message_pack(&b.base, buf);
+    free(lz);
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
+iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    if (len < 5) {
+        fail(err, errlen, "batch of %zu bytes is too short", len);
+        return NULL;
+    }
+    if (len > IOT_WIRE_MAX_BATCH) {
+        fail(err, errlen, "batch of %zu bytes exceeds the limit of %u", len,
+             IOT_WIRE_MAX_BATCH);
+        return NULL;
+    }
+    /* The envelope starts with field 1 (fixed32 magic): tag byte 0x0d. Checking
+     * it before unpacking rejects stray traffic cheaply and clearly. */
+    uint32_t magic = (uint32_t)buf[1] | (uint32_t)buf[2] << 8 | (uint32_t)buf[3] << 16 |
+                     (uint32_t)buf[4] << 24;
+    if (buf[0] != 0x0d || magic != IOT_WIRE_MAGIC) {
+        fail(err, errlen, "not an iotrace batch (bad magic)");
+        return NULL;
+    }
+    iot_batch *b = iotrace__batch__unpack(NULL, len, buf);
+    if (!b) {
+        fail(err, errlen, "malformed batch envelope");
+        return NULL;
+    }
+    const char *why = NULL;
+    if (b->version != IOT_WIRE_VERSION)
+        why = "unsupported format version";
+    else if (!b->producer || !b->producer->node || !b->producer->node[0])
+        why = "batch has no producer node";
+    else if (b->compression != IOTRACE__COMPRESSION__COMPRESSION_LZ4 &&
+             b->compression != IOTRACE__COMPRESSION__COMPRESSION_NONE)
+        why = "unknown compression";
+    else if (b->raw_size > IOT_WIRE_MAX_RAW)
+        why = "declared body size exceeds the limit";
+    else if (b->compression == IOTRACE__COMPRESSION__COMPRESSION_NONE &&
+             b->body.len != b->raw_size)
+        why = "uncompressed body size does not match the envelope";
+    else if (crc32_of(b->body.data, b->body.len) != b->checksum)
+        why = "checksum mismatch";
+    if (why) {
+        if (b->version != IOT_WIRE_VERSION)
+            fail(err, errlen, "%s %u (this build reads version %u)", why, b->version,
+                 IOT_WIRE_VERSION);
+        else
+            fail(err, errlen, "%s", why);
+        iotrace__batch__free_unpacked(b, NULL);
+        return NULL;
+    }
+    return b;
+}
+
+iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen)
+{
+    const uint8_t *raw = batch->body.data;
+    uint8_t *tmp = NULL;
+    if (batch->compression == IOTRACE__COMPRESSION__COMPRESSION_LZ4) {
+        tmp = malloc(batch->raw_size ? batch->raw_size : 1);
+        if (!tmp) {
+            fail(err, errlen, "out of memory decoding a batch");
+            return NULL;
+        }
+        int got = batch->raw_size == 0 && batch->body.len == 0
+                      ? 0
+                      : LZ4_decompress_safe((const char *)batch->body.data, (char *)tmp,
+                                            (int)batch->body.len, (int)batch->raw_size);
+        if (got < 0 || (uint32_t)got != batch->raw_size) {
+            free(tmp);
+            fail(err, errlen, "LZ4 body does not decompress to the declared %u bytes",
+                 batch->raw_size);
+            return NULL;
+        }
+        raw = tmp;
+    }
+    iot_body *body = iotrace__body__unpack(NULL, batch->raw_size, raw);
+    free(tmp);
+    if (!body) {
+        fail(err, errlen, "malformed batch body");
+        return NULL;
+    }
+    if (iot_wire_check_body(body, err, errlen) < 0) {
+        iotrace__body__free_unpacked(body, NULL);
+        return NULL;
+    }
+    size_t n = iot_wire_event_count(body);
+    if (n != batch->event_count) {
+        fail(err, errlen, "body holds %zu events, envelope says %u", n,
+             batch->event_count);
+        iotrace__body__free_unpacked(body, NULL);
+        return NULL;
+    }
+    return body;
+}
+
+int iot_wire_validate(const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    iot_batch *b = iot_wire_open(buf, len, err, errlen);
+    if (!b)
+        return -1;
+    iot_body *body = iot_wire_body(b, err, errlen);
+    iot_wire_free_batch(b);
+    if (!body)
+        return -1;
+    iot_wire_free_body(body);
+    return 0;
+}
+
+void iot_wire_free_batch(iot_batch *batch)
+{
+    if (batch)
+        iotrace__batch__free_unpacked(batch, NULL);
+}
+
+void iot_wire_free_body(iot_body *body)
+{
+    if (body)
+        iotrace__body__free_unpacked(body, NULL);
+}
+
+void iot_wire_delta_encode(int64_t *v, size_t n)
+{
+    int64_t prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t cur = v[i];
+        v[i] = (int64_t)((uint64_t)cur - (uint64_t)prev);
+        prev = cur;
+    }
+}
+
+void iot_wire_delta_decode(int64_t *v, size_t n)
+{
+    int64_t acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        acc = (int64_t)((uint64_t)acc + (uint64_t)v[i]);
+        v[i] = acc;
+    }
+}
+
+int iot_wire_producer_key(const iot_producer *p, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s/%u/%llu", p->node ? p->node : "", p->pid,
+                     (unsigned long long)p->start_time_ns);
+    return (n < 0 || (size_t)n >= len) ? -1 : n;
+}

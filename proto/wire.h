@@ -1,0 +1,57 @@
+/* The iotrace wire library: batch envelope, LZ4 body, CRC-32 checksum.
+ *
+ * Every program that produces, forwards, stores or reads batches goes
+ * through these functions, so a batch accepted anywhere is accepted
+ * everywhere.  See docs/wire-format.md. */
+#ifndef IOT_WIRE_H
+#define IOT_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "iotrace.pb-c.h"
+
+#define IOT_WIRE_MAGIC 0x52544f49u /* "IOTR" read as little-endian u32 */
+#define IOT_WIRE_VERSION 1u
+#define IOT_WIRE_MAX_BATCH (64u << 20) /* largest encoded batch accepted */
+#define IOT_WIRE_MAX_RAW (256u << 20)  /* largest uncompressed body accepted */
+
+typedef Iotrace__Batch iot_batch;
+typedef Iotrace__Body iot_body;
+typedef Iotrace__Producer iot_producer;
+
+/* Events, drop records and clock records in a body: what event_count counts. */
+size_t iot_wire_event_count(const iot_body *body);
+
+/* Checks that the columns of each event table have equal lengths and that
+ * disk-event job indices fall inside the job dictionary. */
+int iot_wire_check_body(const iot_body *body, char *err, size_t errlen);
+
+/* Encodes `body` (LZ4-compressed) into a batch.  On success returns 0 and a
+ * malloc'ed buffer in *out that the caller frees. */
+int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
+                    const iot_body *body, uint8_t **out, size_t *out_len, char *err,
+                    size_t errlen);
+
+/* Decodes and checks an envelope (magic, version, sizes, checksum) without
+ * touching the body.  Returns NULL with a reason in err on any problem. */
+iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errlen);
+
+/* Decompresses and decodes the body of an opened batch and checks it against
+ * the envelope (raw size, event count) and iot_wire_check_body. */
+iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen);
+
+/* Full validation of an encoded batch, as the collector does before storing. */
+int iot_wire_validate(const uint8_t *buf, size_t len, char *err, size_t errlen);
+
+void iot_wire_free_batch(iot_batch *batch);
+void iot_wire_free_body(iot_body *body);
+
+/* t_start columns are delta coded; these convert in place. */
+void iot_wire_delta_encode(int64_t *values, size_t n);
+void iot_wire_delta_decode(int64_t *values, size_t n);
+
+/* Producer identity as one printable key: "node/pid/start_time_ns". */
+int iot_wire_producer_key(const iot_producer *p, char *buf, size_t len);
+
+#endif

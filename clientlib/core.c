@@ -1,0 +1,362 @@
+/* Process-wide state of libiotrace-client: configuration from the
+ * environment, per-thread rings, file and descriptor tables, fork and exit. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "clock.h"
+
+IOT_HIDDEN struct iot_global iot_g = {.rank = -1};
+IOT_HIDDEN IOT_TLS struct iot_tls iot_t;
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+#define SEEN_SLOTS 8192
+static uint64_t seen_ids[SEEN_SLOTS]; /* file ids whose names were queued */
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t ring_key;
+
+/* ---- environment ---------------------------------------------------- */
+
+static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t min, uint64_t max)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < min || v > max) {
+        iot_debug_log("ignoring %s=%s (expected %llu..%llu)", name, s,
+                      (unsigned long long)min, (unsigned long long)max);
+        return dflt;
+    }
+    return v;
+}
+
+static int env_flag(const char *name, int dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    return !(strcmp(s, "0") == 0 || strcasecmp(s, "no") == 0 || strcasecmp(s, "false") == 0 ||
+             strcasecmp(s, "off") == 0);
+}
+
+static uint64_t round_pow2(uint64_t v)
+{
+    uint64_t p = 1;
+    while (p < v)
+        p <<= 1;
+    return p;
+}
+
+static void read_config(struct iot_config *c)
+{
+    c->verbose = env_flag("IOTRACE_VERBOSE", 0);
+    c->disabled = env_flag("IOTRACE_DISABLE", 0);
+    c->trace_posix = env_flag("IOTRACE_POSIX", 1);
+    c->trace_mpiio = env_flag("IOTRACE_MPIIO", 1);
+    c->agent = getenv("IOTRACE_AGENT");
+    if (!c->agent || !*c->agent)
+        c->agent = "ipc:///tmp/iotrace-agent.sock";
+    c->node = getenv("IOTRACE_NODE");
+    c->job = getenv("IOTRACE_JOB_ID");
+    c->ring_events = round_pow2(env_u64("IOTRACE_BUFFER_EVENTS", 16384, 64, 1u << 24));
+    c->batch_events = env_u64("IOTRACE_BATCH_EVENTS", 8192, 16, 1u << 20);
+    c->flush_ms = env_u64("IOTRACE_FLUSH_MS", 50, 1, 60000);
+    c->linger_ms = env_u64("IOTRACE_LINGER_MS", 1000, 0, 600000);
+    c->send_queue = env_u64("IOTRACE_SEND_QUEUE", 64, 1, 100000);
+}
+
+/* ---- identity --------------------------------------------------------- */
+
+static void set_identity(void)
+{
+    iot_g.pid = (uint32_t)getpid();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    iot_g.start_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t e;
+    if (getrandom(&e, sizeof e, GRND_NONBLOCK) != (ssize_t)sizeof e)
+        e = iot_g.start_ns ^ ((uint64_t)iot_g.pid << 32);
+    iot_g.epoch = e;
+}
+
+static void set_node(void)
+{
+    if (iot_g.cfg.node && *iot_g.cfg.node) {
+        snprintf(iot_g.node, sizeof iot_g.node, "%s", iot_g.cfg.node);
+        return;
+    }
+    if (gethostname(iot_g.node, sizeof iot_g.node - 1) != 0)
+        snprintf(iot_g.node, sizeof iot_g.node, "localhost");
+    iot_g.node[sizeof iot_g.node - 1] = '\0';
+    char *dot = strchr(iot_g.node, '.');
+    if (dot)
+        *dot = '\0';
+}
+
+/* A job id the launcher gives every rank alike; without one, MPI_Init asks
+ * rank 0 (see mpiio.c). */
+static void set_job_from_environment(void)
+{
+    static const char *const vars[] = {"IOTRACE_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID",
+                                       "LSB_JOBID", "FLUX_JOB_ID", "COBALT_JOBID", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) {
+            const char *step = i == 1 ? getenv("SLURM_STEP_ID") : NULL;
+            if (step && *step)
+                snprintf(iot_g.job, sizeof iot_g.job, "%s.%s", v, step);
+            else
+                snprintf(iot_g.job, sizeof iot_g.job, "%s", v);
+            return;
+        }
+    }
+}
+
+void iot_set_job(const char *job) { snprintf(iot_g.job, sizeof iot_g.job, "%s", job); }
+
+void iot_set_rank(int rank)
+{
+    iot_g.rank = rank;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static void ring_thread_exit(void *arg)
+{
+    struct iot_ring *r = arg;
+    atomic_store_explicit(&r->dead, 1, memory_order_release);
+}
+
+static void fork_prepare(void) { iot_sender_fork_prepare(); }
+static void fork_parent(void) { iot_sender_fork_parent(); }
+
+static void fork_child(void)
+{
+    /* The child starts afresh as a producer of its own: the parent's
+     * unsent records are the parent's to send. */
+    set_identity();
+    memset(seen_ids, 0, sizeof seen_ids); /* names go out again under the new identity */
+    pthread_mutex_init(&seen_lock, NULL);
+    iot_t.ring = NULL;
+    iot_t.tid = 0;
+    iot_sender_after_fork_child();
+}
+
+static void init_once_fn(void)
+{
+    iot_t.internal++;
+    read_config(&iot_g.cfg);
+    if (!iot_g.cfg.disabled) {
+        set_identity();
+        set_node();
+        set_job_from_environment();
+        iot_clock_init(getenv("IOTRACE_CLOCK"));
+        pthread_key_create(&ring_key, ring_thread_exit);
+        pthread_atfork(fork_prepare, fork_parent, fork_child);
+        atomic_store(&iot_g.active, 1);
+        iot_debug_log("tracing to %s as node %s (clock: %s)", iot_g.cfg.agent, iot_g.node,
+                      iot_clock_use_tsc ? "tsc" : "clock_gettime");
+    }
+    atomic_store(&iot_g.initialised, 1);
+    iot_t.internal--;
+}
+
+void iot_init(void) { pthread_once(&init_once, init_once_fn); }
+
+__attribute__((constructor)) static void iot_constructor(void) { iot_init(); }
+
+__attribute__((destructor)) static void iot_destructor(void)
+{
+    if (!atomic_load(&iot_g.initialised) || iot_g.cfg.disabled)
+        return;
+    iot_t.internal++;
+    iot_sender_stop();
+    iot_t.internal--;
+}
+
+void iot_disable_after_error(const char *what)
+{
+    /* Catamount's rule: on an internal error stop tracing and let the
+     * application go on untouched. */
+    if (atomic_exchange(&iot_g.active, 0))
+        iot_debug_log("tracing stopped: %s", what);
+}
+
+void iot_debug_log(const char *fmt, ...)
+{
+    if (!iot_g.cfg.verbose)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    iot_t.internal++;
+    fprintf(stderr, "iotrace-client[%d]: %s\n", (int)getpid(), msg);
+    iot_t.internal--;
+}
+
+uint32_t iot_gettid(void)
+{
+    iot_t.tid = (uint32_t)syscall(SYS_gettid);
+    return iot_t.tid;
+}
+
+void *iot_next_symbol(const char *name)
+{
+    void *p = dlsym(RTLD_NEXT, name);
+    if (!p)
+        iot_debug_log("no next definition of %s", name);
+    return p;
+}
+
+struct iot_ring *iot_ring_attach(void)
+{
+    if (!atomic_load_explicit(&iot_g.initialised, memory_order_acquire))
+        iot_init();
+    if (!atomic_load(&iot_g.active) || iot_t.internal)
+        return NULL;
+    iot_t.internal++;
+    size_t n = iot_g.cfg.ring_events;
+    size_t size = sizeof(struct iot_ring) + n * sizeof(struct iot_rec);
+    struct iot_ring *r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED) {
+        iot_disable_after_error("cannot allocate an event buffer");
+        iot_t.internal--;
+        return NULL;
+    }
+    r->mask = n - 1;
+    r->map_size = size;
+    r->tid = iot_tid();
+    pthread_setspecific(ring_key, r);
+    iot_sender_register_ring(r);
+    iot_t.ring = r;
+    iot_sender_start();
+    iot_t.internal--;
+    return r;
+}
+
+/* ---- files ---------------------------------------------------------- */
+
+uint64_t iot_file_id(const char *path, size_t len)
+{
+    /* FNV-1a: ids only need to be stable and distinct per path. */
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)path[i];
+        h *= 1099511628211ull;
+    }
+    return h ? h : 1;
+}
+
+/* True the first time an id is offered. */
+static int first_sighting(uint64_t id)
+{
+    int first = 1;
+    pthread_mutex_lock(&seen_lock);
+    for (size_t i = 0; i < SEEN_SLOTS; i++) {
+        size_t s = (id + i) & (SEEN_SLOTS - 1);
+        if (seen_ids[s] == id) {
+            first = 0;
+            break;
+        }
+        if (seen_ids[s] == 0) {
+            seen_ids[s] = id;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&seen_lock);
+    return first;
+}
+
+/* ROMIO accepts "ufs:/path"; the file system prefix is not part of the name. */
+static const char *strip_fs_prefix(const char *path)
+{
+    const char *p = path;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_')
+        p++;
+    return (p - path >= 2 && *p == ':') ? p + 1 : path;
+}
+
+uint64_t iot_file_register(const char *path)
+{
+    if (!path)
+        return 0;
+    path = strip_fs_prefix(path);
+    char buf[4096];
+    size_t len;
+    if (path[0] == '/') {
+        len = strnlen(path, sizeof buf - 1);
+        memcpy(buf, path, len);
+    } else {
+        if (!getcwd(buf, sizeof buf - 2))
+            return 0;
+        len = strlen(buf);
+        if (path[0] == '.' && path[1] == '/')
+            path += 2;
+        int n = snprintf(buf + len, sizeof buf - len, "%s%s", len > 1 ? "/" : "", path);
+        if (n < 0)
+            return 0;
+        len = strnlen(buf, sizeof buf - 1);
+    }
+    buf[len] = '\0';
+    uint64_t id = iot_file_id(buf, len);
+    if (first_sighting(id))
+        iot_sender_queue_name(id, buf, len);
+    return id;
+}
+
+/* ---- descriptors ------------------------------------------------------ */
+
+#define FD_SLOTS 65536
+#define POS_UNKNOWN INT64_MIN
+
+static struct {
+    uint64_t file;
+    int64_t pos;
+} fds[FD_SLOTS];
+
+void iot_fd_open(int fd, uint64_t file, int append)
+{
+    if (fd < 0 || fd >= FD_SLOTS)
+        return;
+    __atomic_store_n(&fds[fd].pos, append ? POS_UNKNOWN : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fds[fd].file, file, __ATOMIC_RELEASE);
+}
+
+void iot_fd_close(int fd)
+{
+    if (fd >= 0 && fd < FD_SLOTS)
+        __atomic_store_n(&fds[fd].file, 0, __ATOMIC_RELAXED);
+}
+
+uint64_t iot_fd_file(int fd)
+{
+    if ((unsigned)fd >= FD_SLOTS)
+        return 0;
+    return __atomic_load_n(&fds[fd].file, __ATOMIC_ACQUIRE);
+}
+
+int64_t iot_fd_pos(int fd)
+{
+    int64_t p = __atomic_load_n(&fds[fd].pos, __ATOMIC_RELAXED);
+    return p == POS_UNKNOWN ? -1 : p;
+}
+
+void iot_fd_set_pos(int fd, int64_t pos)
+{
+    __atomic_store_n(&fds[fd].pos, pos < 0 ? POS_UNKNOWN : pos, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,703 @@
+/* MPI-IO bookkeeping: CallIDs, file handles, offsets through views and file
+ * pointers, collective sequence numbers, split collectives, non-blocking
+ * requests and their completion in the MPI_Wait and MPI_Test families, and
+ * MPI_Init/MPI_Finalize.
+ *
+ * Queries iotrace makes of MPI itself go to the PMPI_ names, found at run
+ * time, so that they are never recorded and the library needs no link-time
+ * dependency on MPI (it is preloaded into non-MPI processes too). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "iot_functions.h"
+#include "mpiio.h"
+
+/* ---- PMPI entry points ------------------------------------------------- */
+
+static struct {
+    int (*type_size_x)(MPI_Datatype, MPI_Count *);
+    int (*get_byte_offset)(MPI_File, MPI_Offset, MPI_Offset *);
+    int (*get_position)(MPI_File, MPI_Offset *);
+    int (*get_elements_x)(const MPI_Status *, MPI_Datatype, MPI_Count *);
+    int (*comm_rank)(MPI_Comm, int *);
+    int (*bcast)(void *, int, MPI_Datatype, int, MPI_Comm);
+    int (*initialized)(int *);
+    int resolved;
+} pmpi;
+
+static void resolve_pmpi(void)
+{
+    if (pmpi.resolved)
+        return;
+    pmpi.type_size_x = (int (*)(MPI_Datatype, MPI_Count *))dlsym(RTLD_DEFAULT, "PMPI_Type_size_x");
+    pmpi.get_byte_offset = (int (*)(MPI_File, MPI_Offset, MPI_Offset *))dlsym(
+        RTLD_DEFAULT, "PMPI_File_get_byte_offset");
+    pmpi.get_position =
+        (int (*)(MPI_File, MPI_Offset *))dlsym(RTLD_DEFAULT, "PMPI_File_get_position");
+    pmpi.get_elements_x = (int (*)(const MPI_Status *, MPI_Datatype, MPI_Count *))dlsym(
+        RTLD_DEFAULT, "PMPI_Get_elements_x");
+    pmpi.comm_rank = (int (*)(MPI_Comm, int *))dlsym(RTLD_DEFAULT, "PMPI_Comm_rank");
+    pmpi.bcast =
+        (int (*)(void *, int, MPI_Datatype, int, MPI_Comm))dlsym(RTLD_DEFAULT, "PMPI_Bcast");
+    pmpi.initialized = (int (*)(int *))dlsym(RTLD_DEFAULT, "PMPI_Initialized");
+    pmpi.resolved = 1;
+}
+
+void *iot_mpi_next(const char *name)
+{
+    if (!atomic_load_explicit(&iot_g.initialised, memory_order_acquire))
+        iot_init();
+    return iot_next_symbol(name);
+}
+
+/* ---- file handles ------------------------------------------------------- */
+
+struct iot_fh {
+    MPI_File fh;
+    uint64_t file;
+    uint64_t coll_seq;
+    int trivial_view; /* displacement 0, etype and filetype MPI_BYTE */
+    /* the split collective in progress on this handle */
+    uint64_t split_callid, split_coll_seq, split_bytes;
+    int64_t split_offset;
+};
+
+#define FH_SLOTS 1024
+#define FH_TOMBSTONE ((MPI_File)(uintptr_t)1)
+static struct iot_fh fh_table[FH_SLOTS];
+static pthread_mutex_t fh_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t fh_hash(MPI_File fh) { return ((uintptr_t)fh >> 4) * 2654435761u; }
+
+/* Lookups run without the lock: MPI forbids using a handle while it is
+ * being opened or closed, so a slot in use does not change under a reader. */
+static struct iot_fh *fh_lookup(MPI_File fh)
+{
+    if (fh == MPI_FILE_NULL)
+        return NULL;
+    size_t h = fh_hash(fh);
+    for (size_t i = 0; i < FH_SLOTS; i++) {
+        struct iot_fh *e = &fh_table[(h + i) & (FH_SLOTS - 1)];
+        MPI_File cur = __atomic_load_n(&e->fh, __ATOMIC_ACQUIRE);
+        if (cur == fh)
+            return e;
+        if (cur == MPI_FILE_NULL)
+            return NULL;
+    }
+    return NULL;
+}
+
+static struct iot_fh *fh_insert(MPI_File fh, uint64_t file)
+{
+    struct iot_fh *slot = NULL;
+    pthread_mutex_lock(&fh_lock);
+    size_t h = fh_hash(fh);
+    for (size_t i = 0; i < FH_SLOTS && !slot; i++) {
+        struct iot_fh *e = &fh_table[(h + i) & (FH_SLOTS - 1)];
+        if (e->fh == MPI_FILE_NULL || e->fh == FH_TOMBSTONE || e->fh == fh)
+            slot = e;
+    }
+    if (slot) {
+        *slot = (struct iot_fh){.file = file, .coll_seq = 1, .trivial_view = 1};
+        __atomic_store_n(&slot->fh, fh, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&fh_lock);
+    return slot;
+}
+
+static void fh_remove(struct iot_fh *e)
+{
+    pthread_mutex_lock(&fh_lock);
+    __atomic_store_n(&e->fh, FH_TOMBSTONE, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&fh_lock);
+}
+
+/* ---- non-blocking requests ----------------------------------------------- */
+
+struct iot_req {
+    MPI_Request req;
+    int used;
+    unsigned func;
+    uint64_t callid, file, bytes, coll_seq;
+    int64_t offset;
+};
+
+#define REQ_SLOTS 4096
+static struct iot_req req_table[REQ_SLOTS];
+static atomic_flag req_lock = ATOMIC_FLAG_INIT;
+static _Atomic int req_count;
+
+static void req_lock_acquire(void)
+{
+    while (atomic_flag_test_and_set_explicit(&req_lock, memory_order_acquire))
+        ;
+}
+
+static void req_lock_release(void) { atomic_flag_clear_explicit(&req_lock, memory_order_release); }
+
+static size_t req_hash(MPI_Request r) { return ((size_t)(unsigned)r * 2654435761u) & (REQ_SLOTS - 1); }
+
+static void req_add(MPI_Request r, const struct iot_mpi_call *c)
+{
+    req_lock_acquire();
+    size_t h = req_hash(r);
+    for (size_t i = 0; i < REQ_SLOTS; i++) {
+        struct iot_req *e = &req_table[(h + i) & (REQ_SLOTS - 1)];
+        if (!e->used) {
+            *e = (struct iot_req){.req = r, .used = 1, .func = c->func, .callid = c->callid,
+                                  .file = c->file, .bytes = c->bytes, .coll_seq = c->coll_seq,
+                                  .offset = c->offset};
+            atomic_fetch_add(&req_count, 1);
+            break;
+        }
+    }
+    req_lock_release();
+}
+
+/* Finds (and with `take`, removes) the entry of a request. */
+static int req_find(MPI_Request r, struct iot_req *out, int take)
+{
+    int found = 0;
+    req_lock_acquire();
+    size_t h = req_hash(r);
+    for (size_t i = 0; i < REQ_SLOTS; i++) {
+        struct iot_req *e = &req_table[(h + i) & (REQ_SLOTS - 1)];
+        if (e->used && e->req == r) {
+            *out = *e;
+            found = 1;
+            if (take) {
+                e->used = 0;
+                atomic_fetch_sub(&req_count, 1);
+            }
+            break;
+        }
+    }
+    req_lock_release();
+    return found;
+}
+
+/* ---- CallIDs, sizes, offsets ------------------------------------------------ */
+
+static void ensure_rank(void)
+{
+    if (iot_g.rank >= 0)
+        return;
+    resolve_pmpi();
+    int init = 0, rank = -1;
+    if (pmpi.initialized && pmpi.initialized(&init) == MPI_SUCCESS && init && pmpi.comm_rank &&
+        pmpi.comm_rank(MPI_COMM_WORLD, &rank) == MPI_SUCCESS)
+        iot_set_rank(rank);
+}
+
+static uint64_t new_callid(void)
+{
+    uint64_t n = atomic_fetch_add_explicit(&iot_g.call_counter, 1, memory_order_relaxed) + 1;
+    uint64_t rank = iot_g.rank < 0 ? 0xffffffu : (uint64_t)iot_g.rank & 0xffffffu;
+    return rank << 40 | (n & ((1ull << 40) - 1));
+}
+
+static uint64_t bytes_of(MPI_Count count, MPI_Datatype type)
+{
+    if (count <= 0 || type == MPI_DATATYPE_NULL || !pmpi.type_size_x)
+        return 0;
+    if (type == MPI_BYTE || type == MPI_CHAR)
+        return (uint64_t)count;
+    MPI_Count size = 0;
+    if (pmpi.type_size_x(type, &size) != MPI_SUCCESS || size < 0)
+        return 0;
+    return (uint64_t)count * (uint64_t)size;
+}
+
+static int64_t byte_offset(struct iot_fh *e, MPI_File fh, MPI_Offset off)
+{
+    if (e && e->trivial_view)
+        return off;
+    MPI_Offset disp;
+    if (!pmpi.get_byte_offset || pmpi.get_byte_offset(fh, off, &disp) != MPI_SUCCESS)
+        return -1;
+    return disp;
+}
+
+/* Where the access starts, in bytes from the start of the file.  Shared
+ * file pointer accesses learn it from their first inner transfer. */
+static int64_t access_offset(struct iot_fh *e, unsigned flags, MPI_File fh, MPI_Offset off)
+{
+    if (flags & IOT_MF_AT)
+        return byte_offset(e, fh, off);
+    if (flags & IOT_MF_IND) {
+        MPI_Offset pos;
+        if (!pmpi.get_position || pmpi.get_position(fh, &pos) != MPI_SUCCESS)
+            return -1;
+        return byte_offset(e, fh, pos);
+    }
+    return -1;
+}
+
+static uint64_t xfer_of(int ret, const MPI_Status *st)
+{
+    if (ret != MPI_SUCCESS || !st || st == MPI_STATUS_IGNORE || !pmpi.get_elements_x)
+        return 0;
+    MPI_Count n = 0;
+    if (pmpi.get_elements_x(st, MPI_BYTE, &n) != MPI_SUCCESS || n < 0 || n == MPI_UNDEFINED)
+        return 0;
+    return (uint64_t)n;
+}
+
+/* ---- enter / leave ------------------------------------------------------- */
+
+static void begin_scope(struct iot_mpi_call *c)
+{
+    c->prev_callid = iot_t.callid;
+    iot_t.callid = c->callid;
+    iot_t.mpi_depth++;
+    iot_t.mpi_file = c->file;
+    iot_t.mpi_offset = -1;
+    c->t0 = iot_clock_raw();
+}
+
+void iot_mpi_enter(struct iot_mpi_call *c, unsigned func, unsigned flags, MPI_File fh,
+                   MPI_Offset offset, MPI_Count count, MPI_Datatype type)
+{
+    resolve_pmpi();
+    ensure_rank();
+    c->func = func;
+    c->flags = flags;
+    c->fhe = fh_lookup(fh);
+    c->file = c->fhe ? c->fhe->file : 0;
+    c->callid = new_callid();
+    c->bytes = bytes_of(count, type);
+    c->offset = (flags & (IOT_MF_READ | IOT_MF_WRITE)) ? access_offset(c->fhe, flags, fh, offset) : -1;
+    c->coll_seq = (flags & IOT_MF_COLL) && c->fhe ? ++c->fhe->coll_seq : 0;
+    begin_scope(c);
+}
+
+void iot_mpi_enter_path(struct iot_mpi_call *c, unsigned func, unsigned flags, const char *filename)
+{
+    resolve_pmpi();
+    ensure_rank();
+    c->func = func;
+    c->flags = flags;
+    c->fhe = NULL;
+    iot_t.internal++;
+    c->file = iot_file_register(filename);
+    iot_t.internal--;
+    c->callid = new_callid();
+    c->bytes = 0;
+    c->offset = -1;
+    c->coll_seq = (flags & IOT_MF_COLL) ? 1 : 0; /* opening is a handle's first collective */
+    begin_scope(c);
+}
+
+void iot_mpi_enter_end(struct iot_mpi_call *c, unsigned func, unsigned flags, MPI_File fh)
+{
+    resolve_pmpi();
+    c->func = func;
+    c->flags = flags;
+    c->fhe = fh_lookup(fh);
+    c->file = c->fhe ? c->fhe->file : 0;
+    if (c->fhe && c->fhe->split_callid) {
+        c->callid = c->fhe->split_callid;
+        c->coll_seq = c->fhe->split_coll_seq;
+        c->bytes = c->fhe->split_bytes;
+        c->offset = c->fhe->split_offset;
+        c->fhe->split_callid = 0;
+    } else {
+        c->callid = new_callid();
+        c->coll_seq = 0;
+        c->bytes = 0;
+        c->offset = -1;
+    }
+    begin_scope(c);
+}
+
+static void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t xfer)
+{
+    struct iot_rec *r = iot_rec_reserve();
+    if (!r)
+        return;
+    r->t0 = c->t0;
+    r->t1 = t1;
+    r->callid = c->callid;
+    r->file = c->file;
+    r->offset = c->offset;
+    r->bytes = c->bytes;
+    r->xfer = xfer;
+    r->ret = ret;
+    r->coll_seq = c->coll_seq;
+    r->func = (uint16_t)c->func;
+    r->kind = IOT_REC_MPIIO;
+    r->tid = iot_tid();
+    iot_rec_commit();
+}
+
+static uint64_t end_scope(struct iot_mpi_call *c)
+{
+    uint64_t t1 = iot_clock_raw();
+    iot_t.mpi_depth--;
+    iot_t.callid = c->prev_callid;
+    if ((c->flags & IOT_MF_SHARED) && c->offset < 0)
+        c->offset = iot_t.mpi_offset;
+    return t1;
+}
+
+void iot_mpi_leave(struct iot_mpi_call *c, int ret, const MPI_Status *status)
+{
+    uint64_t t1 = end_scope(c);
+    record(c, t1, ret, xfer_of(ret, status));
+}
+
+void iot_mpi_leave_open(struct iot_mpi_call *c, int ret, MPI_File fh)
+{
+    uint64_t t1 = end_scope(c);
+    if (ret == MPI_SUCCESS && fh != MPI_FILE_NULL)
+        fh_insert(fh, c->file);
+    record(c, t1, ret, 0);
+}
+
+void iot_mpi_leave_close(struct iot_mpi_call *c, int ret, MPI_File closed)
+{
+    (void)closed;
+    uint64_t t1 = end_scope(c);
+    if (ret == MPI_SUCCESS && c->fhe)
+        fh_remove(c->fhe);
+    record(c, t1, ret, 0);
+}
+
+void iot_mpi_leave_view(struct iot_mpi_call *c, int ret, MPI_File fh, MPI_Offset disp,
+                        MPI_Datatype etype, MPI_Datatype filetype)
+{
+    (void)fh;
+    uint64_t t1 = end_scope(c);
+    if (ret == MPI_SUCCESS && c->fhe)
+        c->fhe->trivial_view = disp == 0 && etype == MPI_BYTE && filetype == MPI_BYTE;
+    record(c, t1, ret, 0);
+}
+
+void iot_mpi_leave_request(struct iot_mpi_call *c, int ret, const MPI_Request *req)
+{
+    uint64_t t1 = end_scope(c);
+    if (ret == MPI_SUCCESS && req && *req != MPI_REQUEST_NULL)
+        req_add(*req, c);
+    record(c, t1, ret, 0);
+}
+
+void iot_mpi_leave_begin(struct iot_mpi_call *c, int ret)
+{
+    uint64_t t1 = end_scope(c);
+    if (ret == MPI_SUCCESS && c->fhe) {
+        c->fhe->split_callid = c->callid;
+        c->fhe->split_coll_seq = c->coll_seq;
+        c->fhe->split_bytes = c->bytes;
+        c->fhe->split_offset = c->offset;
+    }
+    record(c, t1, ret, 0);
+}
+
+/* ---- completion: MPI_Wait and MPI_Test families --------------------------- */
+
+/* Runs a Wait/Test call with the CallID of the first outstanding file
+ * request it covers, so that I/O done on that request's behalf during
+ * completion carries its CallID. */
+struct completion {
+    struct iot_mpi_call c;
+    int active;
+};
+
+static void completion_begin(struct completion *cp, unsigned func, int count,
+                             const MPI_Request *reqs)
+{
+    cp->active = 0;
+    if (atomic_load_explicit(&req_count, memory_order_relaxed) == 0 || !iot_recording())
+        return;
+    struct iot_req e;
+    for (int i = 0; i < count; i++)
+        if (reqs[i] != MPI_REQUEST_NULL && req_find(reqs[i], &e, 0)) {
+            cp->active = 1;
+            cp->c = (struct iot_mpi_call){.callid = e.callid, .func = func};
+            begin_scope(&cp->c);
+            return;
+        }
+}
+
+static void completion_record(struct completion *cp, unsigned func, MPI_Request req, int ret,
+                              const MPI_Status *st, uint64_t t1)
+{
+    struct iot_req e;
+    if (req == MPI_REQUEST_NULL || !req_find(req, &e, 1))
+        return;
+    struct iot_mpi_call c = {.t0 = cp->c.t0, .callid = e.callid, .file = e.file,
+                             .offset = e.offset, .bytes = e.bytes, .coll_seq = e.coll_seq,
+                             .func = func};
+    record(&c, t1, ret, xfer_of(ret, st));
+}
+
+static uint64_t completion_end(struct completion *cp)
+{
+    return end_scope(&cp->c);
+}
+
+#define NEXT(name)                                                              \
+    static __typeof__(&name) next_##name;                                       \
+    if (IOT_UNLIKELY(!next_##name))                                             \
+        next_##name = (__typeof__(&name))iot_mpi_next(#name);                   \
+    if (IOT_UNLIKELY(!next_##name))                                             \
+        return MPI_ERR_INTERN
+
+int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+    NEXT(MPI_Wait);
+    struct completion cp;
+    completion_begin(&cp, IOT_F_MPIIO_MPI_Wait, 1, request);
+    if (!cp.active)
+        return next_MPI_Wait(request, status);
+    MPI_Request saved = *request;
+    MPI_Status local;
+    if (status == MPI_STATUS_IGNORE)
+        status = &local;
+    int ret = next_MPI_Wait(request, status);
+    uint64_t t1 = completion_end(&cp);
+    completion_record(&cp, IOT_F_MPIIO_MPI_Wait, saved, ret, status, t1);
+    return ret;
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+    NEXT(MPI_Test);
+    struct completion cp;
+    completion_begin(&cp, IOT_F_MPIIO_MPI_Test, 1, request);
+    if (!cp.active)
+        return next_MPI_Test(request, flag, status);
+    MPI_Request saved = *request;
+    MPI_Status local;
+    if (status == MPI_STATUS_IGNORE)
+        status = &local;
+    int ret = next_MPI_Test(request, flag, status);
+    uint64_t t1 = completion_end(&cp);
+    if (*flag)
+        completion_record(&cp, IOT_F_MPIIO_MPI_Test, saved, ret, status, t1);
+    return ret;
+}
+
+/* Array forms keep copies of the requests (completed ones become
+ * MPI_REQUEST_NULL) and supply statuses when the caller ignores them. */
+struct req_copy {
+    MPI_Request small_reqs[64];
+    MPI_Status small_st[64];
+    MPI_Request *reqs;
+    MPI_Status *st;
+};
+
+static int copy_requests(struct req_copy *rc, int count, const MPI_Request *reqs,
+                         MPI_Status **statuses)
+{
+    rc->reqs = count <= 64 ? rc->small_reqs : malloc(sizeof(MPI_Request) * (size_t)count);
+    rc->st = count <= 64 ? rc->small_st : malloc(sizeof(MPI_Status) * (size_t)count);
+    if (!rc->reqs || !rc->st) {
+        if (rc->reqs != rc->small_reqs)
+            free(rc->reqs);
+        if (rc->st != rc->small_st)
+            free(rc->st);
+        return -1;
+    }
+    memcpy(rc->reqs, reqs, sizeof(MPI_Request) * (size_t)count);
+    if (*statuses == MPI_STATUSES_IGNORE)
+        *statuses = rc->st;
+    return 0;
+}
+
+static void free_requests(struct req_copy *rc)
+{
+    if (rc->reqs != rc->small_reqs)
+        free(rc->reqs);
+    if (rc->st != rc->small_st)
+        free(rc->st);
+}
+
+int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
+{
+    NEXT(MPI_Waitall);
+    struct completion cp;
+    struct req_copy rc;
+    completion_begin(&cp, IOT_F_MPIIO_MPI_Waitall, count, reqs);
+    if (!cp.active || copy_requests(&rc, count, reqs, &statuses) != 0) {
+        if (cp.active)
+            completion_end(&cp);
+        return next_MPI_Waitall(count, reqs, statuses);
+    }
+    int ret = next_MPI_Waitall(count, reqs, statuses);
+    uint64_t t1 = completion_end(&cp);
+    for (int i = 0; i < count; i++)
+        completion_record(&cp, IOT_F_MPIIO_MPI_Waitall, rc.reqs[i], ret, &statuses[i], t1);
+    free_requests(&rc);
+    return ret;
+}
+
+int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+{
+    NEXT(MPI_Testall);
+    struct completion cp;
+    struct req_copy rc;
+    completion_begin(&cp, IOT_F_MPIIO_MPI_Testall, count, reqs);
+    if (!cp.active || copy_requests(&rc, count, reqs, &statuses) != 0) {
+        if (cp.active)
+            completion_end(&cp);
+        return next_MPI_Testall(count, reqs, flag, statuses);
+    }
+    int ret = next_MPI_Testall(count, reqs, flag, statuses);
+    uint64_t t1 = completion_end(&cp);
+    for (int i = 0; *flag && i < count; i++)
+        completion_record(&cp, IOT_F_MPIIO_MPI_Testall, rc.reqs[i], ret, &statuses[i], t1);
+    free_requests(&rc);
+    return ret;
+}
+
+int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
+{
+    NEXT(MPI_Waitany);
+    struct completion cp;
+    struct req_copy rc;
+    MPI_Status *unused = MPI_STATUSES_IGNORE;
+    completion_begin(&cp, IOT_F_MPIIO_MPI_Waitany, count, reqs);
+    if (!cp.active || copy_requests(&rc, count, reqs, &unused) != 0) {
+        if (cp.active)
+            completion_end(&cp);
+        return next_MPI_Waitany(count, reqs, index, status);
+    }
+    MPI_Status local;
+    if (status == MPI_STATUS_IGNORE)
+        status = &local;
+    int ret = next_MPI_Waitany(count, reqs, index, status);
+    uint64_t t1 = completion_end(&cp);
+    if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
+        completion_record(&cp, IOT_F_MPIIO_MPI_Waitany, rc.reqs[*index], ret, status, t1);
+    free_requests(&rc);
+    return ret;
+}
+
+int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+{
+    NEXT(MPI_Testany);
+    struct completion cp;
+    struct req_copy rc;
+    MPI_Status *unused = MPI_STATUSES_IGNORE;
+    completion_begin(&cp, IOT_F_MPIIO_MPI_Testany, count, reqs);
+    if (!cp.active || copy_requests(&rc, count, reqs, &unused) != 0) {
+        if (cp.active)
+            completion_end(&cp);
+        return next_MPI_Testany(count, reqs, index, flag, status);
+    }
+    MPI_Status local;
+    if (status == MPI_STATUS_IGNORE)
+        status = &local;
+    int ret = next_MPI_Testany(count, reqs, index, flag, status);
+    uint64_t t1 = completion_end(&cp);
+    if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count)
+        completion_record(&cp, IOT_F_MPIIO_MPI_Testany, rc.reqs[*index], ret, status, t1);
+    free_requests(&rc);
+    return ret;
+}
+
+static int some_common(unsigned func, int incount, MPI_Request reqs[], int *outcount,
+                       int indices[], MPI_Status statuses[],
+                       int (*next)(int, MPI_Request *, int *, int *, MPI_Status *))
+{
+    struct completion cp;
+    struct req_copy rc;
+    completion_begin(&cp, func, incount, reqs);
+    if (!cp.active || copy_requests(&rc, incount, reqs, &statuses) != 0) {
+        if (cp.active)
+            completion_end(&cp);
+        return next(incount, reqs, outcount, indices, statuses);
+    }
+    int ret = next(incount, reqs, outcount, indices, statuses);
+    uint64_t t1 = completion_end(&cp);
+    for (int k = 0; *outcount != MPI_UNDEFINED && k < *outcount; k++)
+        if (indices[k] >= 0 && indices[k] < incount)
+            completion_record(&cp, func, rc.reqs[indices[k]], ret, &statuses[k], t1);
+    free_requests(&rc);
+    return ret;
+}
+
+int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
+                 MPI_Status statuses[])
+{
+    NEXT(MPI_Waitsome);
+    return some_common(IOT_F_MPIIO_MPI_Waitsome, incount, reqs, outcount, indices, statuses,
+                       next_MPI_Waitsome);
+}
+
+int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
+                 MPI_Status statuses[])
+{
+    NEXT(MPI_Testsome);
+    return some_common(IOT_F_MPIIO_MPI_Testsome, incount, reqs, outcount, indices, statuses,
+                       next_MPI_Testsome);
+}
+
+/* ---- MPI_Init / MPI_Finalize ----------------------------------------------- */
+
+/* Without a launcher-provided job id, rank 0 names the job and tells the
+ * others.  Every rank passes through here when the library is preloaded into
+ * all of them, which is how it is meant to be used. */
+static void agree_on_job(void)
+{
+    if (iot_g.job[0] || !pmpi.bcast)
+        return;
+    char id[128] = "";
+    if (iot_g.rank == 0) {
+        char host[64] = "localhost";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = '\0';
+        char *dot = strchr(host, '.');
+        if (dot)
+            *dot = '\0';
+        snprintf(id, sizeof id, "%s.%d.%lld", host, (int)getpid(), (long long)time(NULL));
+    }
+    if (pmpi.bcast(id, (int)sizeof id, MPI_CHAR, 0, MPI_COMM_WORLD) == MPI_SUCCESS)
+        iot_set_job(id);
+}
+
+static void after_init(void)
+{
+    if (!iot_recording())
+        return;
+    iot_t.internal++;
+    resolve_pmpi();
+    ensure_rank();
+    agree_on_job();
+    iot_t.internal--;
+    iot_debug_log("rank %d of job %s", iot_g.rank, iot_g.job);
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    NEXT(MPI_Init);
+    int ret = next_MPI_Init(argc, argv);
+    if (ret == MPI_SUCCESS)
+        after_init();
+    return ret;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    NEXT(MPI_Init_thread);
+    int ret = next_MPI_Init_thread(argc, argv, required, provided);
+    if (ret == MPI_SUCCESS)
+        after_init();
+    return ret;
+}
+
+int MPI_Finalize(void)
+{
+    NEXT(MPI_Finalize);
+    int ret = next_MPI_Finalize();
+    if (atomic_load(&iot_g.active))
+        iot_sender_flush(2000);
+    return ret;
+}

@@ -1,0 +1,58 @@
+/* What the generated MPI-IO wrappers (gen_wrappers.py) call around the next
+ * definition of each function. */
+#ifndef IOT_MPIIO_H
+#define IOT_MPIIO_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "client.h"
+
+enum {
+    IOT_MF_AT = 1 << 0,     /* explicit offset */
+    IOT_MF_IND = 1 << 1,    /* individual file pointer */
+    IOT_MF_SHARED = 1 << 2, /* shared file pointer */
+    IOT_MF_COLL = 1 << 3,   /* collective on the file handle */
+    IOT_MF_READ = 1 << 4,
+    IOT_MF_WRITE = 1 << 5,
+};
+
+struct iot_fh;
+
+struct iot_mpi_call {
+    uint64_t t0;
+    uint64_t callid, prev_callid;
+    uint64_t file;
+    int64_t offset;
+    uint64_t bytes;
+    uint64_t coll_seq;
+    struct iot_fh *fhe;
+    unsigned func, flags;
+};
+
+/* True when this call should be recorded (tracing on, MPI-IO layer on, not
+ * nested inside another traced MPI-IO call). */
+static inline int iot_mpi_tracing(void)
+{
+    return iot_recording() && iot_t.mpi_depth == 0 && iot_g.cfg.trace_mpiio;
+}
+
+IOT_HIDDEN void *iot_mpi_next(const char *name);
+
+IOT_HIDDEN void iot_mpi_enter(struct iot_mpi_call *c, unsigned func, unsigned flags, MPI_File fh,
+                              MPI_Offset offset, MPI_Count count, MPI_Datatype type);
+IOT_HIDDEN void iot_mpi_enter_path(struct iot_mpi_call *c, unsigned func, unsigned flags,
+                                   const char *filename);
+/* The end of a split collective continues the call its begin started. */
+IOT_HIDDEN void iot_mpi_enter_end(struct iot_mpi_call *c, unsigned func, unsigned flags,
+                                  MPI_File fh);
+
+IOT_HIDDEN void iot_mpi_leave(struct iot_mpi_call *c, int ret, const MPI_Status *status);
+IOT_HIDDEN void iot_mpi_leave_open(struct iot_mpi_call *c, int ret, MPI_File fh);
+IOT_HIDDEN void iot_mpi_leave_close(struct iot_mpi_call *c, int ret, MPI_File closed);
+IOT_HIDDEN void iot_mpi_leave_view(struct iot_mpi_call *c, int ret, MPI_File fh, MPI_Offset disp,
+                                   MPI_Datatype etype, MPI_Datatype filetype);
+IOT_HIDDEN void iot_mpi_leave_request(struct iot_mpi_call *c, int ret, const MPI_Request *req);
+IOT_HIDDEN void iot_mpi_leave_begin(struct iot_mpi_call *c, int ret);
+
+#endif

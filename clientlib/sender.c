@@ -1,0 +1,542 @@
+/* The sender thread: drains every thread's ring, converts times, builds
+ * column batches, encodes and compresses them (proto/wire.c) and pushes them
+ * to the node agent over ZeroMQ without ever waiting for it.  A batch the
+ * agent cannot take right now is dropped and counted; the count travels in
+ * the next batch as a drop record. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "client.h"
+#include "clock.h"
+#include "wire.h"
+
+struct name_entry {
+    struct name_entry *next;
+    uint64_t id;
+    char path[];
+};
+
+struct mpiio_cols {
+    uint32_t *func, *tid;
+    uint64_t *callid, *file, *bytes, *xfer, *duration, *coll_seq;
+    int64_t *offset, *t_start;
+    int32_t *ret;
+};
+
+struct posix_cols {
+    uint32_t *func, *tid;
+    uint64_t *callid, *file, *bytes, *duration;
+    int64_t *offset, *t_start, *ret;
+};
+
+struct drop_acc {
+    uint64_t count;
+    uint32_t tid;
+    int reason;
+};
+
+#define MAX_DROP_RECORDS 256
+
+static struct {
+    pthread_mutex_t lock; /* rings list, names queue, thread start */
+    pthread_cond_t wake;
+    pthread_cond_t swept;
+    struct iot_ring *rings;
+    struct name_entry *names, **names_tail;
+    pthread_t thread;
+    int started;
+    int stop;
+    int flush_requested;
+    uint64_t sweeps;
+
+    /* Owned by the sender thread from here on. */
+    void *zctx, *zsock;
+    uint64_t seq;
+    size_t cap, n_mpiio, n_posix;
+    struct mpiio_cols m;
+    struct posix_cols p;
+    struct drop_acc drops[MAX_DROP_RECORDS];
+    size_t n_drops;
+    uint64_t lost_send;     /* events in batches the agent did not take */
+    int64_t last_sweep_ns;
+    int64_t last_flush_ns;
+    uint64_t sent_events, sent_batches, failed_batches;
+} s = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .names_tail = &s.names,
+};
+
+/* ---- registration (application threads) -------------------------------- */
+
+void iot_sender_register_ring(struct iot_ring *ring)
+{
+    pthread_mutex_lock(&s.lock);
+    ring->next = s.rings;
+    s.rings = ring;
+    pthread_mutex_unlock(&s.lock);
+}
+
+void iot_sender_queue_name(uint64_t id, const char *path, size_t len)
+{
+    struct name_entry *e = malloc(sizeof *e + len + 1);
+    if (!e)
+        return;
+    e->next = NULL;
+    e->id = id;
+    memcpy(e->path, path, len);
+    e->path[len] = '\0';
+    pthread_mutex_lock(&s.lock);
+    *s.names_tail = e;
+    s.names_tail = &e->next;
+    pthread_mutex_unlock(&s.lock);
+}
+
+/* ---- columns ------------------------------------------------------------ */
+
+static int alloc_columns(size_t cap)
+{
+    if (s.cap) /* kept across fork */
+        return 0;
+    void **cols[] = {(void **)&s.m.func,     (void **)&s.m.tid,    (void **)&s.m.callid,
+                     (void **)&s.m.file,     (void **)&s.m.bytes,  (void **)&s.m.xfer,
+                     (void **)&s.m.duration, (void **)&s.m.coll_seq, (void **)&s.m.offset,
+                     (void **)&s.m.t_start,  (void **)&s.m.ret,    (void **)&s.p.func,
+                     (void **)&s.p.tid,      (void **)&s.p.callid, (void **)&s.p.file,
+                     (void **)&s.p.bytes,    (void **)&s.p.duration, (void **)&s.p.offset,
+                     (void **)&s.p.t_start,  (void **)&s.p.ret};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        *cols[i] = calloc(cap, sizeof(uint64_t));
+        if (!*cols[i])
+            return -1;
+    }
+    s.cap = cap;
+    return 0;
+}
+
+static void append_record(const struct iot_rec *r)
+{
+    int64_t t0 = iot_clock_to_ns(r->t0);
+    uint64_t dur = iot_clock_span_ns(r->t0, r->t1);
+    if (r->kind == IOT_REC_MPIIO) {
+        size_t i = s.n_mpiio++;
+        s.m.func[i] = r->func;
+        s.m.tid[i] = r->tid;
+        s.m.callid[i] = r->callid;
+        s.m.file[i] = r->file;
+        s.m.offset[i] = r->offset;
+        s.m.bytes[i] = r->bytes;
+        s.m.xfer[i] = r->xfer;
+        s.m.t_start[i] = t0;
+        s.m.duration[i] = dur;
+        s.m.ret[i] = (int32_t)r->ret;
+        s.m.coll_seq[i] = r->coll_seq;
+    } else {
+        size_t i = s.n_posix++;
+        s.p.func[i] = r->func;
+        s.p.tid[i] = r->tid;
+        s.p.callid[i] = r->callid;
+        s.p.file[i] = r->file;
+        s.p.offset[i] = r->offset;
+        s.p.bytes[i] = r->bytes;
+        s.p.t_start[i] = t0;
+        s.p.duration[i] = dur;
+        s.p.ret[i] = r->ret;
+    }
+}
+
+static void note_drop(int reason, uint32_t tid, uint64_t count)
+{
+    for (size_t i = 0; i < s.n_drops; i++)
+        if (s.drops[i].reason == reason && s.drops[i].tid == tid) {
+            s.drops[i].count += count;
+            return;
+        }
+    if (s.n_drops == MAX_DROP_RECORDS) { /* fold the overflow into the first */
+        s.drops[0].count += count;
+        return;
+    }
+    s.drops[s.n_drops++] = (struct drop_acc){.count = count, .tid = tid, .reason = reason};
+}
+
+/* ---- batches -------------------------------------------------------------- */
+
+static void fill_body(iot_body *body, Iotrace__MpiioEvents *me, Iotrace__PosixEvents *pe,
+                      Iotrace__Drop *drops, Iotrace__Drop **drop_ptrs, int64_t now)
+{
+    me->n_func = me->n_tid = me->n_callid = me->n_file = me->n_offset = me->n_bytes =
+        me->n_xfer = me->n_t_start = me->n_duration = me->n_ret = me->n_coll_seq = s.n_mpiio;
+    me->func = s.m.func, me->tid = s.m.tid, me->callid = s.m.callid, me->file = s.m.file;
+    me->offset = s.m.offset, me->bytes = s.m.bytes, me->xfer = s.m.xfer;
+    me->t_start = s.m.t_start, me->duration = s.m.duration, me->ret = s.m.ret;
+    me->coll_seq = s.m.coll_seq;
+    pe->n_func = pe->n_tid = pe->n_callid = pe->n_file = pe->n_offset = pe->n_bytes =
+        pe->n_t_start = pe->n_duration = pe->n_ret = s.n_posix;
+    pe->func = s.p.func, pe->tid = s.p.tid, pe->callid = s.p.callid, pe->file = s.p.file;
+    pe->offset = s.p.offset, pe->bytes = s.p.bytes, pe->t_start = s.p.t_start;
+    pe->duration = s.p.duration, pe->ret = s.p.ret;
+    iot_wire_delta_encode(s.m.t_start, s.n_mpiio);
+    iot_wire_delta_encode(s.p.t_start, s.n_posix);
+    body->mpiio = s.n_mpiio ? me : NULL;
+    body->posix = s.n_posix ? pe : NULL;
+    for (size_t i = 0; i < s.n_drops; i++) {
+        iotrace__drop__init(&drops[i]);
+        drops[i].reason = s.drops[i].reason;
+        drops[i].count = s.drops[i].count;
+        drops[i].tid = s.drops[i].tid;
+        drops[i].t_first = (uint64_t)(s.last_sweep_ns ? s.last_sweep_ns : now);
+        drops[i].t_last = (uint64_t)now;
+        drop_ptrs[i] = &drops[i];
+    }
+    body->n_drops = s.n_drops;
+    body->drops = drop_ptrs;
+}
+
+static void attach_names(iot_body *body, struct name_entry *names,
+                         Iotrace__FileName **ptrs, Iotrace__FileName *recs, size_t n)
+{
+    size_t i = 0;
+    for (struct name_entry *e = names; e && i < n; e = e->next, i++) {
+        iotrace__file_name__init(&recs[i]);
+        recs[i].id = e->id;
+        recs[i].path = e->path;
+        ptrs[i] = &recs[i];
+    }
+    body->n_files = i;
+    body->files = ptrs;
+}
+
+static int push(const uint8_t *buf, size_t len)
+{
+    if (!s.zsock)
+        return -1;
+    return zmq_send(s.zsock, buf, len, ZMQ_DONTWAIT) == (int)len ? 0 : -1;
+}
+
+/* Encodes and sends what has accumulated; names ride along with the first
+ * batch after they were queued. */
+static void send_batch(struct name_entry **names, int64_t now)
+{
+    size_t n_names = 0;
+    for (struct name_entry *e = *names; e; e = e->next)
+        n_names++;
+    if (s.n_mpiio + s.n_posix + s.n_drops + n_names == 0)
+        return;
+
+    iot_body body = IOTRACE__BODY__INIT;
+    Iotrace__MpiioEvents me = IOTRACE__MPIIO_EVENTS__INIT;
+    Iotrace__PosixEvents pe = IOTRACE__POSIX_EVENTS__INIT;
+    Iotrace__Drop drops[MAX_DROP_RECORDS];
+    Iotrace__Drop *drop_ptrs[MAX_DROP_RECORDS];
+    Iotrace__FileName **name_pp = calloc(n_names ? n_names : 1, sizeof *name_pp);
+    Iotrace__FileName *name_recs = calloc(n_names ? n_names : 1, sizeof *name_recs);
+    fill_body(&body, &me, &pe, drops, drop_ptrs, now);
+    if (name_pp && name_recs)
+        attach_names(&body, *names, name_pp, name_recs, n_names);
+
+    iot_producer prod = IOTRACE__PRODUCER__INIT;
+    prod.node = iot_g.node;
+    prod.pid = iot_g.pid;
+    prod.start_time_ns = iot_g.start_ns;
+    prod.kind = IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT;
+    prod.job = iot_g.job;
+    prod.rank = iot_g.rank;
+
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char err[160];
+    int ok = iot_wire_encode(&prod, iot_g.epoch, s.seq, &body, &buf, &len, err, sizeof err) == 0 &&
+             push(buf, len) == 0;
+    free(buf);
+    free(name_pp);
+    free(name_recs);
+
+    uint64_t events = s.n_mpiio + s.n_posix;
+    if (ok) {
+        s.seq++;
+        s.sent_batches++;
+        s.sent_events += events;
+        s.n_drops = 0;
+        s.lost_send = 0;
+        while (*names) { /* names sent: forget them */
+            struct name_entry *e = *names;
+            *names = e->next;
+            free(e);
+        }
+    } else {
+        /* Drop records that did not go out stay queued; the events are lost
+         * and say so next time.  Names stay queued too. */
+        s.failed_batches++;
+        note_drop(IOTRACE__DROP_REASON__DROP_SEND_FAILED, 0, events);
+    }
+    s.n_mpiio = s.n_posix = 0;
+    s.last_flush_ns = now;
+}
+
+/* ---- sweeping ------------------------------------------------------------- */
+
+static void unlink_dead(struct iot_ring *dead)
+{
+    pthread_mutex_lock(&s.lock);
+    for (struct iot_ring **pp = &s.rings; *pp; pp = &(*pp)->next)
+        if (*pp == dead) {
+            *pp = dead->next;
+            break;
+        }
+    pthread_mutex_unlock(&s.lock);
+    munmap(dead, dead->map_size);
+}
+
+static void drain_ring(struct iot_ring *r, struct name_entry **names, int64_t now)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    while (tail != head) {
+        append_record(&r->recs[tail & r->mask]);
+        tail++;
+        if (s.n_mpiio + s.n_posix >= s.cap) {
+            atomic_store_explicit(&r->tail, tail, memory_order_release);
+            send_batch(names, now);
+        }
+    }
+    atomic_store_explicit(&r->tail, tail, memory_order_release);
+    uint64_t dropped = atomic_load_explicit(&r->dropped, memory_order_relaxed);
+    if (dropped != r->dropped_reported) {
+        note_drop(IOTRACE__DROP_REASON__DROP_BUFFER_FULL, r->tid, dropped - r->dropped_reported);
+        r->dropped_reported = dropped;
+    }
+}
+
+static size_t pending_records(void)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s.lock);
+    for (struct iot_ring *r = s.rings; r; r = r->next)
+        n += atomic_load_explicit(&r->head, memory_order_relaxed) -
+             atomic_load_explicit(&r->tail, memory_order_relaxed);
+    pthread_mutex_unlock(&s.lock);
+    return n;
+}
+
+static void sweep(void)
+{
+    iot_clock_calibrate();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+
+    pthread_mutex_lock(&s.lock);
+    struct name_entry *names = s.names;
+    s.names = NULL;
+    s.names_tail = &s.names;
+    struct iot_ring *rings = s.rings;
+    pthread_mutex_unlock(&s.lock);
+
+    /* Rings are only ever prepended and unlinked here, so walking the
+     * snapshot without the lock is safe. */
+    for (struct iot_ring *r = rings, *next; r; r = next) {
+        next = r->next;
+        int dead = atomic_load_explicit(&r->dead, memory_order_acquire);
+        drain_ring(r, &names, now);
+        if (dead)
+            unlink_dead(r);
+    }
+    send_batch(&names, now);
+    if (names) { /* not sent: put them back in front of newer ones */
+        pthread_mutex_lock(&s.lock);
+        struct name_entry *last = names;
+        while (last->next)
+            last = last->next;
+        last->next = s.names;
+        if (!s.names)
+            s.names_tail = &last->next;
+        s.names = names;
+        pthread_mutex_unlock(&s.lock);
+    }
+    s.last_sweep_ns = now;
+}
+
+/* ---- the thread ------------------------------------------------------------ */
+
+static void open_socket(void)
+{
+    s.zctx = zmq_ctx_new();
+    if (!s.zctx)
+        return;
+    zmq_ctx_set(s.zctx, ZMQ_IO_THREADS, 1);
+    zmq_ctx_set(s.zctx, ZMQ_BLOCKY, 0);
+    s.zsock = zmq_socket(s.zctx, ZMQ_PUSH);
+    if (!s.zsock)
+        return;
+    int hwm = (int)iot_g.cfg.send_queue, linger = (int)iot_g.cfg.linger_ms, one = 1;
+    zmq_setsockopt(s.zsock, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s.zsock, ZMQ_LINGER, &linger, sizeof linger);
+    /* Without a live agent, sends fail at once instead of queueing. */
+    zmq_setsockopt(s.zsock, ZMQ_IMMEDIATE, &one, sizeof one);
+    if (zmq_connect(s.zsock, iot_g.cfg.agent) != 0) {
+        iot_debug_log("cannot use agent endpoint %s: %s", iot_g.cfg.agent,
+                      zmq_strerror(zmq_errno()));
+        zmq_close(s.zsock);
+        s.zsock = NULL;
+    }
+}
+
+static void close_socket(void)
+{
+    if (s.zsock)
+        zmq_close(s.zsock);
+    if (s.zctx)
+        zmq_ctx_term(s.zctx);
+    s.zsock = s.zctx = NULL;
+}
+
+static void wait_a_little(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)(ms * 1000000);
+    ts.tv_sec += ts.tv_nsec / 1000000000;
+    ts.tv_nsec %= 1000000000;
+    pthread_mutex_lock(&s.lock);
+    if (!s.stop && !s.flush_requested)
+        pthread_cond_timedwait(&s.wake, &s.lock, &ts);
+    pthread_mutex_unlock(&s.lock);
+}
+
+static void *sender_main(void *arg)
+{
+    (void)arg;
+    iot_t.internal = 1; /* never record the sender's own I/O */
+    open_socket();
+    if (!s.zsock)
+        iot_debug_log("no agent connection; events will be counted as dropped");
+    /* Sweep when a ring fills up or the flush interval passes; look every
+     * 2 ms so that busy threads do not overrun their rings. */
+    const int64_t poll_ms = iot_g.cfg.flush_ms < 2 ? (int64_t)iot_g.cfg.flush_ms : 2;
+    for (;;) {
+        wait_a_little(poll_ms);
+        pthread_mutex_lock(&s.lock);
+        int stop = s.stop, flush = s.flush_requested;
+        s.flush_requested = 0;
+        pthread_mutex_unlock(&s.lock);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        if (stop || flush || now - s.last_sweep_ns >= (int64_t)iot_g.cfg.flush_ms * 1000000 ||
+            pending_records() >= s.cap / 2)
+            sweep();
+        pthread_mutex_lock(&s.lock);
+        s.sweeps++;
+        pthread_cond_broadcast(&s.swept);
+        pthread_mutex_unlock(&s.lock);
+        if (stop)
+            break;
+    }
+    iot_debug_log("sent %llu events in %llu batches, %llu batches not taken by the agent",
+                  (unsigned long long)s.sent_events, (unsigned long long)s.sent_batches,
+                  (unsigned long long)s.failed_batches);
+    close_socket();
+    return NULL;
+}
+
+void iot_sender_start(void)
+{
+    pthread_mutex_lock(&s.lock);
+    if (s.started) {
+        pthread_mutex_unlock(&s.lock);
+        return;
+    }
+    s.started = 1;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s.wake, &ca);
+    pthread_cond_init(&s.swept, &ca);
+    pthread_condattr_destroy(&ca);
+    if (alloc_columns(iot_g.cfg.batch_events) != 0 ||
+        pthread_create(&s.thread, NULL, sender_main, NULL) != 0) {
+        s.started = 0;
+        pthread_mutex_unlock(&s.lock);
+        iot_disable_after_error("cannot start the sender thread");
+        return;
+    }
+    pthread_mutex_unlock(&s.lock);
+}
+
+void iot_sender_flush(int timeout_ms)
+{
+    pthread_mutex_lock(&s.lock);
+    if (!s.started || s.stop) {
+        pthread_mutex_unlock(&s.lock);
+        return;
+    }
+    /* Two completed sweeps after the request: the first may have begun
+     * before the records we care about were written. */
+    uint64_t target = s.sweeps + 2;
+    s.flush_requested = 1;
+    pthread_cond_signal(&s.wake);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    ts.tv_sec += ts.tv_nsec / 1000000000;
+    ts.tv_nsec %= 1000000000;
+    while (s.sweeps < target) {
+        if (pthread_cond_timedwait(&s.swept, &s.lock, &ts) == ETIMEDOUT)
+            break;
+        if (s.sweeps < target && !s.flush_requested) {
+            s.flush_requested = 1;
+            pthread_cond_signal(&s.wake);
+        }
+    }
+    pthread_mutex_unlock(&s.lock);
+}
+
+void iot_sender_stop(void)
+{
+    pthread_mutex_lock(&s.lock);
+    if (!s.started || s.stop) {
+        pthread_mutex_unlock(&s.lock);
+        return;
+    }
+    s.stop = 1;
+    pthread_cond_signal(&s.wake);
+    pthread_mutex_unlock(&s.lock);
+    pthread_join(s.thread, NULL);
+}
+
+void iot_sender_fork_prepare(void) { pthread_mutex_lock(&s.lock); }
+
+void iot_sender_fork_parent(void) { pthread_mutex_unlock(&s.lock); }
+
+void iot_sender_after_fork_child(void)
+{
+    /* Only the forking thread exists here; the parent's sender thread,
+     * ZeroMQ context and rings are not ours.  The ZeroMQ context must not be
+     * touched in the child, so it is abandoned. */
+    struct iot_ring *r = s.rings;
+    while (r) {
+        struct iot_ring *next = r->next;
+        munmap(r, r->map_size);
+        r = next;
+    }
+    s.rings = NULL;
+    struct name_entry *e = s.names;
+    while (e) {
+        struct name_entry *next = e->next;
+        free(e);
+        e = next;
+    }
+    s.names = NULL;
+    s.names_tail = &s.names;
+    s.started = s.stop = s.flush_requested = 0;
+    s.zctx = s.zsock = NULL;
+    s.seq = 0;
+    s.n_mpiio = s.n_posix = s.n_drops = 0;
+    s.sweeps = 0;
+    pthread_mutex_init(&s.lock, NULL);
+}

@@ -1,0 +1,187 @@
+/* An MPI-IO program that exercises the broad mix of MPI_File functions the
+ * iotrace tests check: independent, collective, split collective,
+ * non-blocking, shared and ordered file pointers, and a non-trivial view.
+ * It verifies what it reads back and prints a digest of the file, so runs
+ * with and without the preloaded library can be compared byte for byte.
+ *
+ * usage: mpiio_mix FILE [BLOCK_BYTES]
+ *
+ * Per rank it calls each of these exactly once (tests count them):
+ *   open, set_view x2, write_at, read_at, write_at_all, read_at_all,
+ *   write_all, read_all (under the strided view), write_at_all_begin/end,
+ *   read_all_begin/end, iwrite_at, iread_at, iwrite_at_all, iread_all,
+ *   write_shared, write_ordered, seek_shared, read_ordered, seek, write,
+ *   read, write_at_c, sync, get_size, set_atomicity, close
+ * and MPI_Wait, MPI_Test (until done), MPI_Waitall, MPI_Waitany. */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, nprocs;
+static MPI_Offset B;
+
+static void check(int rc, const char *what)
+{
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len;
+        MPI_Error_string(rc, msg, &len);
+        fprintf(stderr, "rank %d: %s failed: %s\n", rank, what, msg);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+static void fill(char *buf, MPI_Offset n, int seed)
+{
+    for (MPI_Offset i = 0; i < n; i++)
+        buf[i] = (char)('A' + (seed * 7 + i) % 26);
+}
+
+static void expect(const char *buf, MPI_Offset n, int seed, const char *what)
+{
+    char *want = malloc((size_t)n);
+    fill(want, n, seed);
+    if (memcmp(buf, want, (size_t)n) != 0) {
+        fprintf(stderr, "rank %d: %s read back wrong data\n", rank, what);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    free(want);
+}
+
+/* Region r of the file holds nprocs blocks, one per rank. */
+static MPI_Offset region(int r) { return (MPI_Offset)r * nprocs * B; }
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    if (argc < 2) {
+        if (rank == 0)
+            fprintf(stderr, "usage: %s FILE [BLOCK_BYTES]\n", argv[0]);
+        MPI_Finalize();
+        return 2;
+    }
+    B = argc > 2 ? atoll(argv[2]) : 4096;
+    char *w = malloc((size_t)B), *r = malloc((size_t)B);
+    MPI_File fh;
+    MPI_Status st;
+    MPI_Request req, reqs[2];
+
+    check(MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh),
+          "open");
+    check(MPI_File_set_atomicity(fh, 0), "set_atomicity");
+
+    /* independent, explicit offsets: region 0 */
+    fill(w, B, rank);
+    check(MPI_File_write_at(fh, region(0) + rank * B, w, (int)B, MPI_BYTE, &st), "write_at");
+    check(MPI_File_read_at(fh, region(0) + rank * B, r, (int)B, MPI_BYTE, &st), "read_at");
+    expect(r, B, rank, "read_at");
+
+    /* collective, explicit offsets: region 1 */
+    fill(w, B, rank + 100);
+    check(MPI_File_write_at_all(fh, region(1) + rank * B, w, (int)B, MPI_BYTE, &st), "write_at_all");
+    check(MPI_File_read_at_all(fh, region(1) + rank * B, r, (int)B, MPI_BYTE, &st), "read_at_all");
+    expect(r, B, rank + 100, "read_at_all");
+
+    /* split collective: region 2 */
+    fill(w, B, rank + 200);
+    check(MPI_File_write_at_all_begin(fh, region(2) + rank * B, w, (int)B, MPI_BYTE), "write_at_all_begin");
+    check(MPI_File_write_at_all_end(fh, w, &st), "write_at_all_end");
+
+    /* non-blocking: regions 3 and 4 */
+    fill(w, B, rank + 300);
+    check(MPI_File_iwrite_at(fh, region(3) + rank * B, w, (int)B, MPI_BYTE, &req), "iwrite_at");
+    check(MPI_Wait(&req, &st), "wait");
+    check(MPI_File_iread_at(fh, region(3) + rank * B, r, (int)B, MPI_BYTE, &req), "iread_at");
+    int done = 0;
+    while (!done)
+        check(MPI_Test(&req, &done, &st), "test");
+    expect(r, B, rank + 300, "iread_at");
+    char *w2 = malloc((size_t)B);
+    fill(w2, B, rank + 400);
+    check(MPI_File_iwrite_at_all(fh, region(4) + rank * B, w2, (int)B, MPI_BYTE, &reqs[0]), "iwrite_at_all");
+    reqs[1] = MPI_REQUEST_NULL;
+    MPI_Status sts[2];
+    check(MPI_Waitall(2, reqs, sts), "waitall");
+
+    /* shared and ordered file pointers: regions 5 and 6 */
+    check(MPI_File_seek_shared(fh, region(5), MPI_SEEK_SET), "seek_shared");
+    fill(w, B, 500);
+    check(MPI_File_write_shared(fh, w, (int)B, MPI_BYTE, &st), "write_shared");
+    MPI_Barrier(MPI_COMM_WORLD);
+    check(MPI_File_seek_shared(fh, region(6), MPI_SEEK_SET), "seek_shared");
+    fill(w, B, rank + 600);
+    check(MPI_File_write_ordered(fh, w, (int)B, MPI_BYTE, &st), "write_ordered");
+    check(MPI_File_seek_shared(fh, region(6), MPI_SEEK_SET), "seek_shared");
+    check(MPI_File_read_ordered(fh, r, (int)B, MPI_BYTE, &st), "read_ordered");
+    expect(r, B, rank + 600, "read_ordered");
+
+    /* individual file pointer: region 7 */
+    check(MPI_File_seek(fh, region(7) + rank * B, MPI_SEEK_SET), "seek");
+    fill(w, B, rank + 700);
+    check(MPI_File_write(fh, w, (int)B, MPI_BYTE, &st), "write");
+    check(MPI_File_seek(fh, region(7) + rank * B, MPI_SEEK_SET), "seek");
+    check(MPI_File_read(fh, r, (int)B, MPI_BYTE, &st), "read");
+    expect(r, B, rank + 700, "read");
+
+    /* large-count variant: region 8 */
+    fill(w, B, rank + 800);
+    check(MPI_File_write_at_c(fh, region(8) + rank * B, w, (MPI_Count)B, MPI_BYTE, &st), "write_at_c");
+
+    /* A strided view from region 9 on: each rank sees every nprocs-th block
+     * of B/4 bytes, so its 4 quarter blocks interleave with the others'. */
+    MPI_Offset q = B / 4;
+    MPI_Datatype filetype;
+    MPI_Type_vector(4, (int)q, (int)(q * nprocs), MPI_BYTE, &filetype);
+    MPI_Datatype resized;
+    MPI_Type_create_resized(filetype, 0, (MPI_Aint)(4 * q * nprocs), &resized);
+    MPI_Type_commit(&resized);
+    check(MPI_File_set_view(fh, region(9) + rank * q, MPI_BYTE, resized, "native", MPI_INFO_NULL),
+          "set_view");
+    fill(w, 4 * q, rank + 900);
+    check(MPI_File_write_all(fh, w, (int)(4 * q), MPI_BYTE, &st), "write_all");
+    check(MPI_File_seek(fh, 0, MPI_SEEK_SET), "seek");
+    check(MPI_File_read_all_begin(fh, r, (int)(4 * q), MPI_BYTE), "read_all_begin");
+    check(MPI_File_read_all_end(fh, r, &st), "read_all_end");
+    expect(r, 4 * q, rank + 900, "read_all_begin/end");
+    check(MPI_File_seek(fh, 0, MPI_SEEK_SET), "seek");
+    check(MPI_File_iread_all(fh, r, (int)(4 * q), MPI_BYTE, &reqs[0]), "iread_all");
+    int idx;
+    check(MPI_Waitany(1, reqs, &idx, &st), "waitany");
+    expect(r, 4 * q, rank + 900, "iread_all");
+    check(MPI_File_seek(fh, 0, MPI_SEEK_SET), "seek");
+    check(MPI_File_read_all(fh, r, (int)(4 * q), MPI_BYTE, &st), "read_all");
+    expect(r, 4 * q, rank + 900, "read_all");
+    check(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL), "set_view");
+    MPI_Type_free(&resized);
+    MPI_Type_free(&filetype);
+
+    check(MPI_File_sync(fh), "sync");
+    MPI_Offset size;
+    check(MPI_File_get_size(fh, &size), "get_size");
+    check(MPI_File_close(&fh), "close");
+
+    if (rank == 0) {
+        /* A digest of the whole file with plain stdio. */
+        FILE *f = fopen(argv[1], "rb");
+        uint64_t h = 1469598103934665603ull;
+        long n = 0;
+        int c;
+        while (f && (c = getc(f)) != EOF) {
+            h = (h ^ (unsigned char)c) * 1099511628211ull;
+            n++;
+        }
+        if (f)
+            fclose(f);
+        printf("mpiio_mix: %d ranks, block %lld, file %lld bytes, digest %016llx\n", nprocs,
+               (long long)B, (long long)size, (unsigned long long)h);
+    }
+    free(w);
+    free(w2);
+    free(r);
+    MPI_Finalize();
+    return 0;
+}

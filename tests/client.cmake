@@ -1,0 +1,33 @@
+# libiotrace-client: wrapper table, POSIX wrappers and fork, end to end under
+# real mpiexec with a real agent and collector, and transparency.
+add_executable(mpiio_mix ${IOTRACE_TEST_DIR}/mpi/mpiio_mix.c)
+target_link_libraries(mpiio_mix PRIVATE MPI::MPI_C)
+add_executable(posix_mix ${IOTRACE_TEST_DIR}/posix/posix_mix.c)
+
+set(IOTRACE_IT_ARGS
+  --collector=$<TARGET_FILE:iotrace-collector>
+  --agent=$<TARGET_FILE:iotrace-agent>
+  --export=$<TARGET_FILE:iotrace-export>
+  --client=$<TARGET_FILE:iotrace-client>
+  --mpiexec=${MPIEXEC_PROG}
+  --app=$<TARGET_FILE:mpiio_mix>
+  --posix-app=$<TARGET_FILE:posix_mix>
+  --preload-prefix=${IOTRACE_PRELOAD_PREFIX})
+
+find_path(IOTRACE_MPIO_DIR mpio.h HINTS ${MPI_C_INCLUDE_DIRS} REQUIRED)
+add_test(NAME client.wrapper_table
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_table.py
+          ${PROJECT_SOURCE_DIR}/clientlib/mpiio_functions.tsv $<TARGET_FILE:iotrace-client>
+          ${IOTRACE_MPIO_DIR}/mpio.h ${IOTRACE_MPIO_DIR}/mpi_proto.h)
+add_test(NAME client.mpi_trace_end_to_end
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_mpi_trace.py ${IOTRACE_IT_ARGS})
+add_test(NAME client.posix_and_fork
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_posix.py ${IOTRACE_IT_ARGS})
+add_test(NAME client.transparency
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_transparency.py ${IOTRACE_IT_ARGS})
+set_tests_properties(client.mpi_trace_end_to_end client.posix_and_fork client.transparency
+  PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
+
+# Benchmarks (not tests): deploy/bench.sh runs them.
+add_executable(bench_client ${IOTRACE_TEST_DIR}/bench/bench_client.c)
+target_link_libraries(bench_client PRIVATE MPI::MPI_C)

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""End to end: collector + agent on loopback, tests/mpi/mpiio_mix under
+`mpiexec -n 4` with libiotrace-client preloaded; the --jsonl export must
+show exactly the calls the program made."""
+import collections
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Deployment, mpirun, parse_bins  # noqa: E402
+
+NPROCS, B = 4, 4096
+Q = B // 4
+
+PER_RANK = {
+    "MPI_File_open": 1, "MPI_File_set_atomicity": 1,
+    "MPI_File_write_at": 1, "MPI_File_read_at": 1,
+    "MPI_File_write_at_all": 1, "MPI_File_read_at_all": 1,
+    "MPI_File_write_at_all_begin": 1, "MPI_File_write_at_all_end": 1,
+    "MPI_File_iwrite_at": 1, "MPI_Wait": 1, "MPI_File_iread_at": 1, "MPI_Test": 1,
+    "MPI_File_iwrite_at_all": 1, "MPI_Waitall": 1,
+    "MPI_File_seek_shared": 3, "MPI_File_write_shared": 1,
+    "MPI_File_write_ordered": 1, "MPI_File_read_ordered": 1,
+    "MPI_File_seek": 5, "MPI_File_write": 1, "MPI_File_read": 1,
+    "MPI_File_write_at_c": 1, "MPI_File_set_view": 2,
+    "MPI_File_write_all": 1, "MPI_File_read_all_begin": 1, "MPI_File_read_all_end": 1,
+    "MPI_File_iread_all": 1, "MPI_Waitany": 1, "MPI_File_read_all": 1,
+    "MPI_File_sync": 1, "MPI_File_get_size": 1, "MPI_File_close": 1,
+}
+# Completion records continue the call that started the operation.
+COMPLETIONS = {"MPI_Wait": "MPI_File_iwrite_at", "MPI_Test": "MPI_File_iread_at",
+               "MPI_Waitall": "MPI_File_iwrite_at_all", "MPI_Waitany": "MPI_File_iread_all",
+               "MPI_File_write_at_all_end": "MPI_File_write_at_all_begin",
+               "MPI_File_read_all_end": "MPI_File_read_all_begin"}
+
+
+def region(r):
+    return r * NPROCS * B
+
+
+# func -> (bytes requested, offset function of rank or None)
+DATA = {
+    "MPI_File_write_at": (B, lambda k: region(0) + k * B),
+    "MPI_File_read_at": (B, lambda k: region(0) + k * B),
+    "MPI_File_write_at_all": (B, lambda k: region(1) + k * B),
+    "MPI_File_read_at_all": (B, lambda k: region(1) + k * B),
+    "MPI_File_write_at_all_begin": (B, lambda k: region(2) + k * B),
+    "MPI_File_write_at_all_end": (B, lambda k: region(2) + k * B),
+    "MPI_File_iwrite_at": (B, lambda k: region(3) + k * B),
+    "MPI_File_iread_at": (B, lambda k: region(3) + k * B),
+    "MPI_File_iwrite_at_all": (B, lambda k: region(4) + k * B),
+    "MPI_File_write": (B, lambda k: region(7) + k * B),
+    "MPI_File_read": (B, lambda k: region(7) + k * B),
+    "MPI_File_write_at_c": (B, lambda k: region(8) + k * B),
+    # under the strided view, position 0 is the rank's first quarter block
+    "MPI_File_write_all": (4 * Q, lambda k: region(9) + k * Q),
+    "MPI_File_read_all_begin": (4 * Q, lambda k: region(9) + k * Q),
+    "MPI_File_iread_all": (4 * Q, lambda k: region(9) + k * Q),
+    "MPI_File_read_all": (4 * Q, lambda k: region(9) + k * Q),
+    "MPI_File_write_shared": (B, None),
+    "MPI_File_write_ordered": (B, None),
+    "MPI_File_read_ordered": (B, None),
+}
+TRANSFERS = {"pread", "pread64", "pwrite", "pwrite64", "read", "write", "readv", "writev",
+             "preadv", "pwritev"}
+
+
+def fail(msg):
+    raise AssertionError(msg)
+
+
+def check_mpiio(events, data_file):
+    mpi = [e for e in events if e["kind"] == "mpiio"]
+    by_rank = collections.defaultdict(list)
+    for e in mpi:
+        by_rank[e["rank"]].append(e)
+    if sorted(by_rank) != list(range(NPROCS)):
+        fail(f"ranks seen: {sorted(by_rank)}")
+    for rank, evs in by_rank.items():
+        counts = collections.Counter(e["func"] for e in evs)
+        if counts != collections.Counter(PER_RANK):
+            diff = {f: (counts.get(f, 0), PER_RANK.get(f, 0)) for f in set(counts) | set(PER_RANK)
+                    if counts.get(f, 0) != PER_RANK.get(f, 0)}
+            fail(f"rank {rank}: function counts (got, want) differ: {diff}")
+        for e in evs:
+            if e["file"] != data_file:
+                fail(f"rank {rank} {e['func']}: file {e['file']!r}, want {data_file!r}")
+            if e["ret"] != 0:
+                fail(f"rank {rank} {e['func']}: ret {e['ret']}")
+            if not e["t_start"] <= e["t_end"]:
+                fail(f"rank {rank} {e['func']}: t_start after t_end")
+            cid = int(e["callid"], 16)
+            if cid >> 40 != rank:
+                fail(f"rank {rank} {e['func']}: CallID {e['callid']} names rank {cid >> 40}")
+            if e["func"] in DATA:
+                want_bytes, off = DATA[e["func"]]
+                if e["bytes"] != want_bytes:
+                    fail(f"rank {rank} {e['func']}: bytes {e['bytes']}, want {want_bytes}")
+                if off and e["offset"] != off(rank):
+                    fail(f"rank {rank} {e['func']}: offset {e['offset']}, want {off(rank)}")
+            if e["func"] in ("MPI_File_write_shared",):
+                if not region(5) <= e["offset"] < region(6):
+                    fail(f"rank {rank} write_shared offset {e['offset']} outside region 5")
+        xfers = {e["func"]: e["xfer"] for e in evs}
+        for f in ("MPI_File_write_at", "MPI_File_read_at", "MPI_File_write_all", "MPI_File_read_all",
+                  "MPI_Wait", "MPI_Test", "MPI_Waitany", "MPI_File_write_ordered"):
+            if xfers[f] != B:
+                fail(f"rank {rank} {f}: transferred {xfers[f]}, want {B}")
+        # CallIDs: unique per initiating call; completions reuse their call's.
+        initiating = [e for e in evs if e["func"] not in COMPLETIONS]
+        ids = [e["callid"] for e in initiating]
+        if len(set(ids)) != len(ids):
+            fail(f"rank {rank}: CallIDs not unique")
+        by_func = {e["func"]: e["callid"] for e in initiating}
+        for done, started in COMPLETIONS.items():
+            got = [e["callid"] for e in evs if e["func"] == done]
+            if got != [by_func[started]]:
+                fail(f"rank {rank}: {done} carries {got}, want the CallID of {started}")
+    # Collective calls: the same (coll_seq, func) sequence on every rank.
+    seqs = {r: [(e["coll_seq"], e["func"]) for e in sorted(evs, key=lambda e: e["coll_seq"] or 0)
+                if e.get("coll_seq")] for r, evs in by_rank.items()}
+    first = seqs[0]
+    if [s for s, _ in first] != list(range(1, len(first) + 1)):
+        fail(f"collective sequence numbers are not 1..n: {first}")
+    for r in seqs:
+        if seqs[r] != first:
+            fail(f"rank {r} collective sequence differs from rank 0")
+    if len(first) < 15:
+        fail(f"only {len(first)} collective calls numbered")
+    return mpi
+
+
+def check_posix(events, mpi, data_file):
+    posix = [e for e in events if e["kind"] == "posix" and e["file"] == data_file]
+    transfers = [e for e in posix if e["func"] in TRANSFERS]
+    if not transfers:
+        fail("no POSIX transfers on the data file were recorded")
+    calls = collections.defaultdict(list)
+    for e in mpi:
+        calls[(e["pid"], e["tid"])].append(e)
+    by_callid = {}
+    for e in mpi:
+        if e["func"] not in COMPLETIONS:
+            by_callid[e["callid"]] = e
+    inside = 0
+    for p in transfers:
+        enclosing = [c for c in calls[(p["pid"], p["tid"])]
+                     if c["t_start"] <= p["t_start"] and p["t_end"] <= c["t_end"]]
+        if not enclosing:
+            continue
+        inside += 1
+        want = {c["callid"] for c in enclosing}
+        if p["callid"] not in want:
+            fail(f"{p['func']} at {p['offset']} inside {[c['func'] for c in enclosing]} "
+                 f"carries {p['callid']}, want one of {want}")
+    if inside < len(transfers):
+        outside = [p for p in transfers if p["callid"] is None]
+        fail(f"{len(transfers) - inside} POSIX transfers on the data file outside any MPI-IO "
+             f"call ({len(outside)} without CallID)")
+    for p in transfers:
+        if p["callid"] not in by_callid:
+            fail(f"{p['func']} carries CallID {p['callid']} of no MPI-IO call")
+    opened = [e for e in posix if e["func"] in ("open", "open64") and e["callid"]]
+    if len(opened) < NPROCS:
+        fail("the opens ROMIO made inside MPI_File_open did not carry its CallID")
+    return len(transfers)
+
+
+def main():
+    bins = parse_bins(sys.argv[1:])
+    dep = Deployment(bins).start()
+    try:
+        data_file = os.path.join(dep.tmp, "data.bin")
+        job = f"itest-{os.getpid()}"
+        res = mpirun(bins, NPROCS, [bins["app"], data_file, str(B)],
+                     env={"IOTRACE_AGENT": dep.endpoint, "IOTRACE_JOB_ID": job})
+        if res.returncode != 0:
+            fail(f"mpiexec failed ({res.returncode}): {res.stderr}")
+        print(res.stdout.strip())
+        want = sum(PER_RANK.values()) * NPROCS
+        events = dep.wait_for(
+            lambda ev: sum(e["kind"] == "mpiio" for e in ev) >= want, job=job)
+        mpi = check_mpiio(events, data_file)
+        n_posix = check_posix(events, mpi, data_file)
+        drops = [e for e in events if e["kind"] == "drop"]
+        if drops:
+            fail(f"events were dropped: {drops}")
+        if any(e["job"] != job or e["node"] != "vm" and not e["node"] for e in events):
+            fail("events without the job id")
+        print(f"ok: {len(mpi)} MPI-IO events, {n_posix} POSIX transfers on the data file, "
+              f"{len(events)} events in all")
+    finally:
+        dep.stop()
+
+
+if __name__ == "__main__":
+    main()

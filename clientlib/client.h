@@ -57,6 +57,7 @@ struct iot_tls {
     int64_t mpi_offset; /* first inner transfer's offset, -1 until seen */
     int mpi_depth;      /* > 0 while inside a traced MPI-IO call */
     int internal;       /* > 0 inside iotrace's own code: nothing is recorded */
+    uint64_t callid_next, callid_end; /* this thread's block of CallID counters */
     uint32_t tid;
 };
 

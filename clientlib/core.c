@@ -152,6 +152,7 @@ static void fork_child(void)
     pthread_mutex_init(&seen_lock, NULL);
     iot_t.ring = NULL;
     iot_t.tid = 0;
+    iot_t.callid_next = iot_t.callid_end = 0;
     iot_sender_after_fork_child();
 }
 

@@ -385,6 +385,21 @@ static void open_socket(void)
     }
 }
 
+/* The connection to the agent completes asynchronously; give it a moment
+ * (on this thread, never the application's) before the first batch, so that
+ * a process's first events are not dropped for want of a finished handshake. */
+static void await_connection(int max_ms)
+{
+    for (int waited = 0; s.zsock && waited < max_ms; waited += 5) {
+        int events = 0;
+        size_t len = sizeof events;
+        if (zmq_getsockopt(s.zsock, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLOUT))
+            return;
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void close_socket(void)
 {
     if (s.zsock)
@@ -412,6 +427,7 @@ static void *sender_main(void *arg)
     (void)arg;
     iot_t.internal = 1; /* never record the sender's own I/O */
     open_socket();
+    await_connection(500);
     if (!s.zsock)
         iot_debug_log("no agent connection; events will be counted as dropped");
     /* Sweep when a ring fills up or the flush interval passes; look every

@@ -117,15 +117,18 @@ def check_mpiio(events, data_file):
             if got != [by_func[started]]:
                 fail(f"rank {rank}: {done} carries {got}, want the CallID of {started}")
     # Collective calls: the same (coll_seq, func) sequence on every rank.
-    seqs = {r: [(e["coll_seq"], e["func"]) for e in sorted(evs, key=lambda e: e["coll_seq"] or 0)
+    seqs = {r: [(e["coll_seq"], e["func"]) for e in sorted(evs, key=lambda e: e.get("coll_seq") or 0)
                 if e.get("coll_seq")] for r, evs in by_rank.items()}
     first = seqs[0]
-    if [s for s, _ in first] != list(range(1, len(first) + 1)):
+    started = [s for s, f in first if f not in COMPLETIONS]
+    if started != list(range(1, len(started) + 1)):
         fail(f"collective sequence numbers are not 1..n: {first}")
     for r in seqs:
         if seqs[r] != first:
             fail(f"rank {r} collective sequence differs from rank 0")
-    if len(first) < 15:
+    if any((s, COMPLETIONS[f]) not in first for s, f in first if f in COMPLETIONS):
+        fail(f"a completion does not share its call's sequence number: {first}")
+    if len(started) < 15:
         fail(f"only {len(first)} collective calls numbered")
     return mpi
 

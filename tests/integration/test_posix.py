@@ -47,7 +47,7 @@ def main():
                 if e["file"] == path and e["callid"] is not None:
                     raise AssertionError(f"{e} outside MPI-IO carries a CallID")
         creat = [e["func"] for e in posix if e["file"] and e["file"].endswith(".creat")]
-        assert creat.count("creat") == 2 and creat.count("openat") == 2, creat
+        assert creat.count("creat") == 3 and creat.count("openat") == 3, creat
         print(f"ok: {len(posix)} POSIX events, parent and forked child traced")
     finally:
         dep.stop()

@@ -1,7 +1,6 @@
 /* Calls each traced POSIX and stdio function on one file, in a parent and a
  * forked child, so the tests can check every wrapper and fork safety.
  * usage: posix_mix DIR */
-#define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>

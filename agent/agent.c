@@ -1,0 +1,331 @@
+/* iotrace-agent: one per node.  Takes batches from local producers over
+ * ZeroMQ ipc, keeps each one until the collector has acknowledged it, and
+ * forwards them in arrival order within the collector's credit.  See
+ * docs/agent.md. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "intake.h"
+#include "log.h"
+#include "opts.h"
+#include "spool.h"
+#include "stats.h"
+#include "timeutil.h"
+#include "uplink.h"
+
+/* Messages taken from producers per loop turn, so that acknowledgements and
+ * sends are not starved while producers flood the socket. */
+#define INTAKE_BURST 256
+#define LOOP_TICK_MS 100
+
+struct config {
+    char *collector;
+    char *listen;
+    char *node;
+    uint64_t max_pending;
+    char *credit_timeout;
+    char *drain_timeout;
+    char *stats_interval;
+    char *log_level;
+};
+
+struct agent {
+    struct config cfg;
+    int64_t credit_timeout_ns, drain_timeout_ns, stats_interval_ns;
+    char hostname[256];
+    void *zctx;
+    int sigfd;
+    struct spool spool;
+    struct intake intake;
+    struct uplink uplink;
+    struct agent_stats stats;
+    int intake_open;
+    int stopping;
+    int64_t drain_deadline;
+    int full_logged;
+};
+
+/* "5s", "500ms", "2m", or a bare number of seconds such as "0.5". */
+static int parse_duration(const char *s, int64_t *ns)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return -1;
+    double scale = 1e9;
+    if (!strcmp(end, "ms"))
+        scale = 1e6;
+    else if (!strcmp(end, "m") || !strcmp(end, "min"))
+        scale = 60e9;
+    else if (*end && strcmp(end, "s"))
+        return -1;
+    if (v * scale > 9e18)
+        return -1;
+    *ns = (int64_t)(v * scale);
+    return 0;
+}
+
+static const char *short_hostname(char *buf, size_t len)
+{
+    if (gethostname(buf, len) < 0 || !buf[0])
+        snprintf(buf, len, "localhost");
+    buf[len - 1] = '\0';
+    char *dot = strchr(buf, '.');
+    if (dot && dot != buf)
+        *dot = '\0';
+    return buf;
+}
+
+static void usage_error(const char *fmt, const char *value)
+{
+    fprintf(stderr, "iotrace-agent: ");
+    fprintf(stderr, fmt, value);
+    fprintf(stderr, "\nTry 'iotrace-agent --help'.\n");
+    exit(IOT_EXIT_USAGE);
+}
+
+static void parse_options(struct agent *a, int argc, char **argv)
+{
+    struct config *c = &a->cfg;
+    *c = (struct config){
+        .collector = "tcp://127.0.0.1:5555",
+        .listen = "ipc:///tmp/iotrace-agent.sock",
+        .node = (char *)short_hostname(a->hostname, sizeof a->hostname),
+        .max_pending = 256ull << 20,
+        .credit_timeout = "30s",
+        .drain_timeout = "5s",
+        .stats_interval = "10s",
+        .log_level = "info",
+    };
+    const struct iot_opt opts[] = {
+        {"collector", 'c', IOT_OPT_STRING, &c->collector, "tcp://HOST:PORT",
+         "collector to forward to (default tcp://127.0.0.1:5555)"},
+        {"listen", 'l', IOT_OPT_STRING, &c->listen, "ipc://PATH",
+         "endpoint local producers push batches to; the directory of an ipc path is "
+         "created and a stale socket file replaced (default ipc:///tmp/iotrace-agent.sock, "
+         "the client library's default IOTRACE_AGENT)"},
+        {"node", 'n', IOT_OPT_STRING, &c->node, "NAME",
+         "node name sent to the collector (default: short host name)"},
+        {"max-pending", 0, IOT_OPT_SIZE, &c->max_pending, "SIZE",
+         "bytes of unacknowledged batches to hold; when reached, the agent stops reading "
+         "from producers, which then drop and count (default 256M)"},
+        {"credit-timeout", 0, IOT_OPT_STRING, &c->credit_timeout, "DURATION",
+         "reconnect and resend if the collector sends no WELCOME or acknowledgement for "
+         "this long while batches are in flight (default 30s)"},
+        {"drain-timeout", 0, IOT_OPT_STRING, &c->drain_timeout, "DURATION",
+         "on SIGTERM/SIGINT, time allowed to get pending batches acknowledged (default 5s)"},
+        {"stats-interval", 0, IOT_OPT_STRING, &c->stats_interval, "DURATION",
+         "log the counters this often when they changed (default 10s)"},
+        {"log-level", 0, IOT_OPT_STRING, &c->log_level, "LEVEL",
+         "error, warn, info or debug (default info)"},
+    };
+    const struct iot_opts_spec spec = {
+        .program = "iotrace-agent",
+        .synopsis = "[--collector tcp://HOST:PORT] [--listen ipc://PATH] [--node NAME] [options]",
+        .description =
+            "Node agent of iotrace.  Receives trace batches from the processes of this node, "
+            "keeps every batch until the collector has stored it, and forwards them in order "
+            "within the collector's credit, resending after a reconnect.  DURATION is a "
+            "number with an optional unit: 500ms, 5s, 2m (seconds if none).  Logs go to "
+            "stderr.  Exit status: 0 after a clean shutdown (even if batches were left "
+            "unacknowledged; the log says how many), 1 if the agent cannot start, 2 on a "
+            "usage error.",
+        .opts = opts,
+        .n_opts = (int)(sizeof opts / sizeof opts[0]),
+        .allow_config = 1,
+    };
+    int first = iot_opts_parse(&spec, argc, argv);
+    if (first < argc)
+        usage_error("unexpected argument '%s'", argv[first]);
+    if (parse_duration(c->credit_timeout, &a->credit_timeout_ns) < 0 ||
+        a->credit_timeout_ns == 0)
+        usage_error("--credit-timeout expects a duration such as 30s, got '%s'",
+                    c->credit_timeout);
+    if (parse_duration(c->drain_timeout, &a->drain_timeout_ns) < 0)
+        usage_error("--drain-timeout expects a duration such as 5s, got '%s'",
+                    c->drain_timeout);
+    if (parse_duration(c->stats_interval, &a->stats_interval_ns) < 0 ||
+        a->stats_interval_ns == 0)
+        usage_error("--stats-interval expects a duration such as 10s, got '%s'",
+                    c->stats_interval);
+    int level = iot_log_parse_level(c->log_level);
+    if (level < 0)
+        usage_error("--log-level expects error, warn, info or debug, got '%s'", c->log_level);
+    iot_log_set_level((enum iot_log_level)level);
+    if (!c->node[0])
+        usage_error("--node must not be empty%s", "");
+    if (c->max_pending == 0)
+        usage_error("--max-pending must be larger than 0%s", "");
+}
+
+/* Signals arrive as readable events in the poll set, never interrupting the
+ * loop half-way; blocking them before ZeroMQ starts its threads keeps them
+ * from being delivered there. */
+static int open_signalfd(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+        return -1;
+    signal(SIGPIPE, SIG_IGN);
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+static uint64_t new_session_id(void)
+{
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof id, 0) != sizeof id)
+        id = (uint64_t)iot_now_ns() ^ ((uint64_t)getpid() << 32);
+    return id;
+}
+
+static int start(struct agent *a)
+{
+    a->sigfd = open_signalfd();
+    if (a->sigfd < 0) {
+        iot_err("cannot set up signal handling: %s", strerror(errno));
+        return -1;
+    }
+    a->zctx = zmq_ctx_new();
+    if (!a->zctx || spool_init(&a->spool, a->cfg.max_pending) < 0) {
+        iot_err("out of memory at start");
+        return -1;
+    }
+    if (intake_open(&a->intake, a->zctx, a->cfg.listen) < 0)
+        return -1;
+    a->intake_open = 1;
+    if (uplink_open(&a->uplink, a->zctx, a->cfg.collector, a->cfg.node, new_session_id(),
+                    a->credit_timeout_ns, &a->spool, &a->stats) < 0)
+        return -1;
+    return 0;
+}
+
+static void note_backpressure(struct agent *a)
+{
+    int full = spool_full(&a->spool);
+    if (full && !a->full_logged)
+        iot_warn("pending store full (%zu batches, %llu bytes): not reading from producers "
+                 "until the collector acknowledges",
+                 a->spool.count, (unsigned long long)a->spool.bytes);
+    else if (!full && a->full_logged)
+        iot_info("pending store below its limit again; reading from producers");
+    a->full_logged = full;
+}
+
+static void take_from_producers(struct agent *a, int limit)
+{
+    for (int i = 0; i < limit && !spool_full(&a->spool); i++)
+        if (intake_take(&a->intake, &a->spool, &a->stats) <= 0)
+            break;
+    note_backpressure(a);
+}
+
+/* Stop accepting: what producers already queued in the socket is still
+ * taken (it was handed over, so it must not vanish silently), then the
+ * socket closes and later sends fail on the producers' side, where they are
+ * counted. */
+static void begin_shutdown(struct agent *a, int signo)
+{
+    if (a->stopping) {
+        iot_warn("second signal (%s): exiting without waiting for acknowledgements",
+                 strsignal(signo));
+        a->drain_deadline = iot_mono_ns();
+        return;
+    }
+    a->stopping = 1;
+    take_from_producers(a, INT32_MAX);
+    intake_close(&a->intake);
+    a->intake_open = 0;
+    a->drain_deadline = iot_mono_ns() + a->drain_timeout_ns;
+    iot_info("%s: stopped accepting batches; waiting up to %.1f s for %zu pending batches "
+             "to be acknowledged",
+             strsignal(signo), a->drain_timeout_ns / 1e9, a->spool.count);
+}
+
+static void read_signals(struct agent *a)
+{
+    struct signalfd_siginfo si;
+    while (read(a->sigfd, &si, sizeof si) == (ssize_t)sizeof si)
+        begin_shutdown(a, (int)si.ssi_signo);
+}
+
+static int run(struct agent *a)
+{
+    int64_t next_stats = iot_mono_ns() + a->stats_interval_ns;
+    for (;;) {
+        int64_t now = iot_mono_ns();
+        if (a->stopping && (a->spool.count == 0 || now >= a->drain_deadline))
+            return 0;
+        zmq_pollitem_t items[2 + UPLINK_POLL_ITEMS];
+        int n = 0;
+        items[n++] = (zmq_pollitem_t){.fd = a->sigfd, .events = ZMQ_POLLIN};
+        int intake_at = -1;
+        if (a->intake_open && !spool_full(&a->spool)) {
+            intake_at = n;
+            items[n++] = (zmq_pollitem_t){.socket = a->intake.sock, .events = ZMQ_POLLIN};
+        }
+        int uplink_at = n;
+        uplink_poll_items(&a->uplink, &items[n]);
+        n += UPLINK_POLL_ITEMS;
+
+        if (zmq_poll(items, n, LOOP_TICK_MS) < 0 && zmq_errno() != EINTR) {
+            iot_err("poll failed: %s", zmq_strerror(zmq_errno()));
+            return -1;
+        }
+        if (items[0].revents & ZMQ_POLLIN)
+            read_signals(a);
+        if (intake_at >= 0 && a->intake_open && (items[intake_at].revents & ZMQ_POLLIN))
+            take_from_producers(a, INTAKE_BURST);
+        else if (a->intake_open)
+            note_backpressure(a);
+        uplink_handle(&a->uplink, &items[uplink_at]);
+        uplink_pump(&a->uplink);
+        now = iot_mono_ns();
+        uplink_tick(&a->uplink, now);
+        if (now >= next_stats) {
+            stats_log(&a->stats, &a->spool, 0);
+            next_stats = now + a->stats_interval_ns;
+        }
+    }
+}
+
+static void finish(struct agent *a)
+{
+    if (a->stopping) {
+        if (a->spool.count == 0)
+            iot_info("all batches acknowledged");
+        else
+            iot_warn("%zu batches (%llu bytes) remain unacknowledged and are lost",
+                     a->spool.count, (unsigned long long)a->spool.bytes);
+    }
+    stats_log(&a->stats, &a->spool, 1);
+    if (a->intake_open)
+        intake_close(&a->intake);
+    uplink_close(&a->uplink);
+    spool_free(&a->spool);
+    if (a->zctx)
+        zmq_ctx_term(a->zctx);
+    if (a->sigfd >= 0)
+        close(a->sigfd);
+}
+
+int main(int argc, char **argv)
+{
+    static struct agent a;
+    a.sigfd = -1;
+    iot_log_init("iotrace-agent", IOT_LOG_INFO);
+    parse_options(&a, argc, argv);
+    int rc = start(&a) < 0 ? -1 : run(&a);
+    finish(&a);
+    return rc < 0 ? IOT_EXIT_FAILURE : IOT_EXIT_OK;
+}

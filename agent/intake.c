@@ -1,0 +1,187 @@
+#include "intake.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "spool.h"
+#include "timeutil.h"
+#include "wire.h"
+
+/* Producers may each queue this many batches in the agent's socket before
+ * their own (non-blocking) sends start failing; the pending store, not this
+ * queue, is where the agent buffers. */
+#define INTAKE_RCVHWM 100
+
+static int mkdir_parents(const char *dir)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* A socket file nobody accepts on is left over from a dead agent. */
+static int socket_is_live(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return 0;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    int live = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return live;
+}
+
+static int prepare_ipc_path(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return -1;
+    int rc = mkdir_parents(dirname(copy));
+    if (rc < 0)
+        iot_err("cannot create the directory for %s: %s", path, strerror(errno));
+    free(copy);
+    if (rc < 0)
+        return -1;
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return 0;
+    if (!S_ISSOCK(st.st_mode)) {
+        iot_err("%s exists and is not a socket; not replacing it", path);
+        return -1;
+    }
+    if (socket_is_live(path)) {
+        iot_err("another agent is already listening on %s", path);
+        return -1;
+    }
+    iot_info("removing stale socket %s", path);
+    if (unlink(path) < 0 && errno != ENOENT) {
+        iot_err("cannot remove %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int intake_open(struct intake *in, void *zctx, const char *endpoint)
+{
+    memset(in, 0, sizeof *in);
+    in->bad_log.interval_ns = 1000000000;
+    if (!strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@') {
+        if (prepare_ipc_path(endpoint + 6) < 0)
+            return -1;
+    }
+    in->sock = zmq_socket(zctx, ZMQ_PULL);
+    int hwm = INTAKE_RCVHWM, linger = 0;
+    zmq_setsockopt(in->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(in->sock, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_bind(in->sock, endpoint) < 0) {
+        iot_err("cannot listen on %s: %s", endpoint, zmq_strerror(zmq_errno()));
+        intake_close(in);
+        return -1;
+    }
+    iot_info("listening for producers on %s", endpoint);
+    return 0;
+}
+
+static void report_invalid(struct intake *in, const char *why)
+{
+    uint64_t suppressed = 0;
+    if (!ratelimit_allow(&in->bad_log, iot_mono_ns(), &suppressed))
+        return;
+    if (suppressed)
+        iot_warn("rejected a message from a producer: %s (%llu more rejected since the last "
+                 "report)", why, (unsigned long long)suppressed);
+    else
+        iot_warn("rejected a message from a producer: %s", why);
+}
+
+/* Stores one received message if its envelope is sound. */
+static void accept_message(struct intake *in, zmq_msg_t *msg, struct spool *sp,
+                           struct agent_stats *st)
+{
+    char err[256];
+    const uint8_t *data = zmq_msg_data(msg);
+    size_t len = zmq_msg_size(msg);
+    iot_batch *b = iot_wire_open(data, len, err, sizeof err);
+    if (!b) {
+        st->invalid++;
+        report_invalid(in, err);
+        return;
+    }
+    char key[512];
+    if (b->raw_size == 0) {
+        /* Nothing to forward, and exactly what a batch cut short after its
+         * seq field looks like (proto3 omits the zero-valued rest): storing
+         * it would make the collector discard the real batch of that seq as
+         * a duplicate. */
+        st->invalid++;
+        report_invalid(in, "empty batch (no records, or cut short after its seq field)");
+    } else if (iot_wire_producer_key(b->producer, key, sizeof key) < 0) {
+        st->invalid++;
+        report_invalid(in, "producer identity too long");
+    } else if (spool_push(sp, key, b->epoch, b->seq, data, len) < 0) {
+        /* Same outcome for the producer as a full store: the batch is lost
+         * here, and counted, rather than the agent dying. */
+        st->invalid++;
+        report_invalid(in, "out of memory storing the batch");
+    } else {
+        st->received++;
+        iot_debug("batch %s epoch=%016llx seq=%llu: %zu bytes, %u events", key,
+                  (unsigned long long)b->epoch, (unsigned long long)b->seq, len,
+                  b->event_count);
+    }
+    iot_wire_free_batch(b);
+}
+
+int intake_take(struct intake *in, struct spool *sp, struct agent_stats *st)
+{
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, in->sock, ZMQ_DONTWAIT) < 0) {
+        int e = zmq_errno();
+        zmq_msg_close(&msg);
+        if (e == EAGAIN || e == EINTR)
+            return 0;
+        iot_err("receiving from producers: %s", zmq_strerror(e));
+        return -1;
+    }
+    if (zmq_msg_more(&msg)) {
+        /* A batch is one frame; swallow the rest of a multipart message. */
+        while (zmq_msg_more(&msg))
+            if (zmq_msg_recv(&msg, in->sock, 0) < 0)
+                break;
+        st->invalid++;
+        report_invalid(in, "multipart message (a batch is a single frame)");
+    } else {
+        accept_message(in, &msg, sp, st);
+    }
+    zmq_msg_close(&msg);
+    return 1;
+}
+
+void intake_close(struct intake *in)
+{
+    if (in->sock)
+        zmq_close(in->sock);
+    in->sock = NULL;
+}

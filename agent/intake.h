@@ -1,0 +1,28 @@
+/* The producer side of the agent: a PULL socket that local producers PUSH
+ * batches to.  Batches are taken as opaque bytes; only the envelope is
+ * opened, to learn (producer, epoch, seq) and to keep garbage out of the
+ * pending store. */
+#ifndef IOT_AGENT_INTAKE_H
+#define IOT_AGENT_INTAKE_H
+
+#include "stats.h"
+
+struct spool;
+
+struct intake {
+    void *sock;
+    struct ratelimit bad_log;
+};
+
+/* Binds `endpoint`.  For ipc:// it creates the parent directory and removes
+ * a socket file left by a dead agent, but refuses to take over the socket of
+ * a live one.  Returns -1 after logging why. */
+int intake_open(struct intake *in, void *zctx, const char *endpoint);
+
+/* Takes at most one message without blocking.  Returns 1 if one was taken
+ * (valid or not), 0 if none was waiting, -1 on a socket error. */
+int intake_take(struct intake *in, struct spool *sp, struct agent_stats *st);
+
+void intake_close(struct intake *in);
+
+#endif

@@ -1,0 +1,158 @@
+#include "spool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SPOOL_MIN_BUCKETS 1024
+
+static uint32_t hash_id(const char *key, uint64_t epoch, uint64_t seq)
+{
+    /* FNV-1a: the producer key differs per process, seq per batch. */
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    for (int i = 0; i < 8; i++)
+        h = (h ^ (uint8_t)(epoch >> (8 * i))) * 16777619u;
+    for (int i = 0; i < 8; i++)
+        h = (h ^ (uint8_t)(seq >> (8 * i))) * 16777619u;
+    return h;
+}
+
+int spool_init(struct spool *s, uint64_t max_bytes)
+{
+    memset(s, 0, sizeof *s);
+    s->n_buckets = SPOOL_MIN_BUCKETS;
+    s->buckets = calloc(s->n_buckets, sizeof *s->buckets);
+    s->max_bytes = max_bytes;
+    return s->buckets ? 0 : -1;
+}
+
+void spool_free(struct spool *s)
+{
+    struct spool_entry *e = s->head;
+    while (e) {
+        struct spool_entry *next = e->next;
+        free(e);
+        e = next;
+    }
+    free(s->buckets);
+    memset(s, 0, sizeof *s);
+}
+
+int spool_full(const struct spool *s) { return s->bytes >= s->max_bytes; }
+
+/* Doubling keeps chains short; a failed resize just leaves them longer. */
+static void grow(struct spool *s)
+{
+    size_t n = s->n_buckets * 2;
+    struct spool_entry **b = calloc(n, sizeof *b);
+    if (!b)
+        return;
+    for (struct spool_entry *e = s->head; e; e = e->next) {
+        size_t i = e->hash & (n - 1);
+        e->hnext = b[i];
+        b[i] = e;
+    }
+    free(s->buckets);
+    s->buckets = b;
+    s->n_buckets = n;
+}
+
+int spool_push(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
+               const void *data, size_t len)
+{
+    size_t klen = strlen(key) + 1;
+    struct spool_entry *e = malloc(sizeof *e + klen + len);
+    if (!e)
+        return -1;
+    memcpy(e->key, key, klen);
+    e->data = (uint8_t *)e->key + klen;
+    memcpy(e->data, data, len);
+    e->len = len;
+    e->epoch = epoch;
+    e->seq = seq;
+    e->sent = 0;
+    e->sends = 0;
+    e->hash = hash_id(key, epoch, seq);
+
+    if (s->count >= s->n_buckets)
+        grow(s);
+    size_t i = e->hash & (s->n_buckets - 1);
+    e->hnext = s->buckets[i];
+    s->buckets[i] = e;
+
+    e->next = NULL;
+    e->prev = s->tail;
+    if (s->tail)
+        s->tail->next = e;
+    else
+        s->head = e;
+    s->tail = e;
+    if (!s->cursor)
+        s->cursor = e;
+    s->count++;
+    s->bytes += len;
+    return 0;
+}
+
+struct spool_entry *spool_next_unsent(const struct spool *s) { return s->cursor; }
+
+void spool_mark_sent(struct spool *s, struct spool_entry *e)
+{
+    e->sent = 1;
+    e->sends++;
+    s->in_flight++;
+    if (s->cursor == e)
+        s->cursor = e->next;
+}
+
+static void unlink_entry(struct spool *s, struct spool_entry *e)
+{
+    struct spool_entry **pp = &s->buckets[e->hash & (s->n_buckets - 1)];
+    while (*pp != e)
+        pp = &(*pp)->hnext;
+    *pp = e->hnext;
+
+    if (s->cursor == e)
+        s->cursor = e->next;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        s->head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        s->tail = e->prev;
+    s->count--;
+    s->bytes -= e->len;
+    if (e->sent)
+        s->in_flight--;
+}
+
+enum spool_ack_result spool_ack(struct spool *s, const char *key, uint64_t epoch,
+                                uint64_t seq)
+{
+    uint32_t h = hash_id(key, epoch, seq);
+    struct spool_entry *e = s->buckets[h & (s->n_buckets - 1)];
+    /* A producer that sent the same batch twice leaves two entries; the one
+     * sent first is the one this acknowledgement is most likely about. */
+    struct spool_entry *found = NULL;
+    for (; e; e = e->hnext)
+        if (e->hash == h && e->epoch == epoch && e->seq == seq && !strcmp(e->key, key))
+            if (!found || (e->sent && !found->sent))
+                found = e;
+    if (!found)
+        return SPOOL_ACK_UNKNOWN;
+    enum spool_ack_result r = found->sent ? SPOOL_ACK_IN_FLIGHT : SPOOL_ACK_UNSENT;
+    unlink_entry(s, found);
+    free(found);
+    return r;
+}
+
+void spool_unsend_all(struct spool *s)
+{
+    for (struct spool_entry *e = s->head; e && e != s->cursor; e = e->next)
+        e->sent = 0;
+    s->cursor = s->head;
+    s->in_flight = 0;
+}

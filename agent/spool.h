@@ -1,0 +1,63 @@
+/* The agent's pending store: every batch received from a producer and not
+ * yet acknowledged by the collector, in arrival order.
+ *
+ * Arrival order is the only order the agent knows, and forwarding in that
+ * order is what keeps each producer's batches in sequence.  Entries before
+ * the send cursor are in flight; from the cursor on they wait for credit.
+ * Acknowledgements may come in any order, so entries are also hashed by
+ * (producer key, epoch, seq). */
+#ifndef IOT_AGENT_SPOOL_H
+#define IOT_AGENT_SPOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct spool_entry {
+    struct spool_entry *prev, *next; /* arrival order */
+    struct spool_entry *hnext;       /* hash chain */
+    uint64_t epoch, seq;
+    uint32_t hash;
+    int sent;
+    unsigned sends; /* times forwarded, over all sessions */
+    size_t len;
+    uint8_t *data; /* the batch as received, points into this allocation */
+    char key[];    /* iot_wire_producer_key() */
+};
+
+struct spool {
+    struct spool_entry *head, *tail;
+    struct spool_entry *cursor; /* first entry not sent in this session */
+    struct spool_entry **buckets;
+    size_t n_buckets;
+    size_t count;     /* entries held */
+    size_t in_flight; /* entries sent and not acknowledged */
+    uint64_t bytes;   /* sum of entry lengths */
+    uint64_t max_bytes;
+};
+
+enum spool_ack_result { SPOOL_ACK_UNKNOWN = -1, SPOOL_ACK_UNSENT = 0, SPOOL_ACK_IN_FLIGHT = 1 };
+
+int spool_init(struct spool *s, uint64_t max_bytes);
+void spool_free(struct spool *s);
+
+/* True once the held bytes reach the limit: the caller stops taking batches. */
+int spool_full(const struct spool *s);
+
+/* Appends a copy of a batch.  Returns -1 only when out of memory. */
+int spool_push(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
+               const void *data, size_t len);
+
+/* The next batch to send in this session, or NULL if all are in flight. */
+struct spool_entry *spool_next_unsent(const struct spool *s);
+void spool_mark_sent(struct spool *s, struct spool_entry *e);
+
+/* Removes the batch an acknowledgement names, and tells whether it was in
+ * flight (so a credit comes back), waiting, or not held at all. */
+enum spool_ack_result spool_ack(struct spool *s, const char *key, uint64_t epoch,
+                                uint64_t seq);
+
+/* After a lost connection nothing is in flight any more: everything held is
+ * sent again, from the oldest, once the next session opens. */
+void spool_unsend_all(struct spool *s);
+
+#endif

@@ -1,0 +1,35 @@
+#include "stats.h"
+
+#include <string.h>
+
+#include "log.h"
+#include "spool.h"
+
+void stats_log(const struct agent_stats *st, const struct spool *sp, int force)
+{
+    static struct agent_stats last;
+    static uint64_t last_pending = UINT64_MAX;
+    if (!force && !memcmp(&last, st, sizeof last) && last_pending == sp->count)
+        return;
+    last = *st;
+    last_pending = sp->count;
+    iot_info("stats: received=%llu invalid=%llu forwarded=%llu resent=%llu acked=%llu "
+             "duplicate=%llu rejected=%llu pending=%zu pending_bytes=%llu reconnects=%llu",
+             (unsigned long long)st->received, (unsigned long long)st->invalid,
+             (unsigned long long)st->forwarded, (unsigned long long)st->resent,
+             (unsigned long long)st->acked, (unsigned long long)st->duplicates,
+             (unsigned long long)st->rejected, sp->count, (unsigned long long)sp->bytes,
+             (unsigned long long)st->reconnects);
+}
+
+int ratelimit_allow(struct ratelimit *rl, int64_t now_ns, uint64_t *suppressed)
+{
+    if (rl->window_start && now_ns - rl->window_start < rl->interval_ns) {
+        rl->suppressed++;
+        return 0;
+    }
+    rl->window_start = now_ns;
+    *suppressed = rl->suppressed;
+    rl->suppressed = 0;
+    return 1;
+}

@@ -1,0 +1,63 @@
+/* The collector side of the agent: one DEALER session at a time speaking
+ * the protocol of common/link.h.
+ *
+ * A session starts when the TCP connection comes up (HELLO), is usable after
+ * WELCOME (credit), and ends when the connection drops or the collector goes
+ * quiet for too long.  A session never outlives its socket: the socket is
+ * closed and a new one connected, so nothing queued for a dead connection can
+ * reach the collector out of order after the next HELLO. */
+#ifndef IOT_AGENT_UPLINK_H
+#define IOT_AGENT_UPLINK_H
+
+#include <stdint.h>
+#include <zmq.h>
+
+#include "stats.h"
+
+struct spool;
+
+enum uplink_state {
+    UPLINK_CONNECTING,   /* waiting for the TCP connection */
+    UPLINK_WAIT_WELCOME, /* HELLO sent */
+    UPLINK_READY,        /* WELCOME received: batches flow within the credit */
+};
+
+struct uplink {
+    void *zctx;
+    const char *endpoint;
+    const char *node;
+    uint64_t session;
+    int64_t credit_timeout_ns;
+    struct spool *spool;
+    struct agent_stats *stats;
+
+    void *sock, *mon;
+    unsigned mon_serial;
+    enum uplink_state state;
+    uint32_t credit;
+    int ever_connected;
+    int retry_logged;
+    int64_t quiet_since; /* when the collector last gave a sign of progress */
+    struct ratelimit reject_log;
+};
+
+#define UPLINK_POLL_ITEMS 2
+
+int uplink_open(struct uplink *ul, void *zctx, const char *endpoint, const char *node,
+                uint64_t session, int64_t credit_timeout_ns, struct spool *sp,
+                struct agent_stats *st);
+
+/* Fills UPLINK_POLL_ITEMS poll items (socket, monitor) ... */
+void uplink_poll_items(const struct uplink *ul, zmq_pollitem_t *items);
+/* ... and handles whatever they reported. */
+void uplink_handle(struct uplink *ul, const zmq_pollitem_t *items);
+
+/* Sends waiting batches, oldest first, while the credit allows. */
+void uplink_pump(struct uplink *ul);
+
+/* Ends a session in which the collector stopped answering. */
+void uplink_tick(struct uplink *ul, int64_t now_ns);
+
+void uplink_close(struct uplink *ul);
+
+#endif

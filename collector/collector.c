@@ -1,0 +1,638 @@
+/* iotrace-collector: receives batches from the node agents over ZeroMQ,
+ * validates them, drops duplicates, stores them durably and only then
+ * acknowledges them.  Protocol in common/link.h, behaviour in docs/collector.md. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "dedup.h"
+#include "link.h"
+#include "log.h"
+#include "opts.h"
+#include "ratelog.h"
+#include "store.h"
+#include "timeutil.h"
+#include "wire.h"
+
+/* One group commit: what is drained before the single fdatasync. */
+#define GROUP_MAX_BATCHES 256
+#define GROUP_MAX_BYTES (8u << 20)
+#define GROUP_MAX_MESSAGES 1024
+#define STATS_INTERVAL_NS (10ll * 1000000000)
+#define POLL_MS 1000
+#define LINGER_MS 1000
+#define MAX_FRAMES 8
+#define PEER_ID_MAX 256
+#define KEY_MAX 320
+#define REASON_MAX 200
+#define MAX_PEERS 1024
+#define MAX_CREDIT 1000000
+
+static char *opt_listen = "tcp://127.0.0.1:5555";
+static char *opt_store;
+static long opt_credit = IOT_LINK_DEFAULT_CREDIT;
+static uint64_t opt_segment_size = IOT_STORE_DEFAULT_SEGMENT_SIZE;
+static char *opt_log_level = "info";
+
+static const struct iot_opt options[] = {
+    {"listen", 'l', IOT_OPT_STRING, &opt_listen, "tcp://HOST:PORT",
+     "ZeroMQ endpoint the agents connect to (default tcp://127.0.0.1:5555)"},
+    {"store", 's', IOT_OPT_STRING, &opt_store, "DIR",
+     "store directory, created if missing (required)"},
+    {"credit", 0, IOT_OPT_INT, &opt_credit, "N",
+     "unacknowledged batches an agent may have in flight (default 64)"},
+    {"segment-size", 0, IOT_OPT_SIZE, &opt_segment_size, "SIZE",
+     "start a new store segment at this size (default 256M, at least 4K)"},
+    {"log-level", 0, IOT_OPT_STRING, &opt_log_level, "LEVEL",
+     "error, warn, info or debug (default info)"},
+};
+
+static const struct iot_opts_spec spec = {
+    .program = "iotrace-collector",
+    .synopsis = "--store DIR [--listen tcp://HOST:PORT] [options]",
+    .description = "Receives event batches from iotrace agents, stores them durably in DIR\n"
+                   "and acknowledges them once stored.  See docs/collector.md.",
+    .opts = options,
+    .n_opts = (int)(sizeof options / sizeof options[0]),
+    .allow_config = 1,
+};
+
+struct counters {
+    uint64_t batches, events;
+    uint64_t dup_batches, dup_events;
+    uint64_t rejected;
+    uint64_t malformed;
+};
+
+struct peer {
+    uint8_t id[PEER_ID_MAX];
+    size_t id_len;
+    char node[64];
+};
+
+struct ack {
+    uint8_t peer[PEER_ID_MAX];
+    size_t peer_len;
+    char key[KEY_MAX];
+    uint64_t epoch, seq;
+    uint8_t status;
+    char reason[REASON_MAX];
+};
+
+struct message {
+    zmq_msg_t part[MAX_FRAMES];
+    int n;         /* frames kept */
+    int extra;     /* frames beyond MAX_FRAMES, received and dropped */
+};
+
+struct collector {
+    void *zctx, *sock;
+    struct iot_store *store;
+    struct iot_dedup *dedup;
+    struct iot_ratelog *ratelog;
+    struct counters count, logged;
+    struct peer *peers;
+    size_t n_peers, next_peer;
+    struct ack *acks;
+    size_t n_acks;
+    int dirty;     /* appended since the last sync */
+    int fatal;
+    int64_t next_stats;
+};
+
+struct group {
+    size_t batches, bytes, messages;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* No SA_RESTART: the signal must interrupt zmq_poll. */
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* Peer-supplied bytes go into log lines only as short printable text. */
+static void printable(char *out, size_t outlen, const uint8_t *p, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 4 < outlen; i++)
+        out[n++] = (p[i] >= 0x20 && p[i] < 0x7f) ? (char)p[i] : '?';
+    if (len > 0 && n + 4 >= outlen && len > n)
+        n += (size_t)snprintf(out + n, outlen - n, "...");
+    out[n] = '\0';
+}
+
+static const uint8_t *frame_data(struct message *m, int i)
+{
+    return zmq_msg_data(&m->part[i]);
+}
+
+static size_t frame_size(struct message *m, int i) { return zmq_msg_size(&m->part[i]); }
+
+static int frame_is(struct message *m, int i, const char *s)
+{
+    size_t len = strlen(s);
+    return frame_size(m, i) == len && memcmp(frame_data(m, i), s, len) == 0;
+}
+
+static struct peer *find_peer(struct collector *c, const uint8_t *id, size_t len)
+{
+    for (size_t i = 0; i < c->n_peers; i++)
+        if (c->peers[i].id_len == len && memcmp(c->peers[i].id, id, len) == 0)
+            return &c->peers[i];
+    return NULL;
+}
+
+/* The table is bounded; a forgotten peer is only named less nicely in logs. */
+static struct peer *remember_peer(struct collector *c, const uint8_t *id, size_t len)
+{
+    struct peer *p;
+    if (c->n_peers < MAX_PEERS)
+        p = &c->peers[c->n_peers++];
+    else {
+        p = &c->peers[c->next_peer];
+        c->next_peer = (c->next_peer + 1) % MAX_PEERS;
+    }
+    memcpy(p->id, id, len);
+    p->id_len = len;
+    p->node[0] = '\0';
+    return p;
+}
+
+static void peer_label(struct collector *c, const uint8_t *id, size_t len, char *buf,
+                       size_t buflen)
+{
+    struct peer *p = find_peer(c, id, len);
+    if (p && p->node[0]) {
+        snprintf(buf, buflen, "agent %s", p->node);
+        return;
+    }
+    size_t n = (size_t)snprintf(buf, buflen, "peer 0x");
+    for (size_t i = 0; i < len && n + 3 < buflen; i++)
+        n += (size_t)snprintf(buf + n, buflen - n, "%02x", id[i]);
+}
+
+static void report(struct collector *c, struct message *m, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void report(struct collector *c, struct message *m, const char *fmt, ...)
+{
+    char label[PEER_ID_MAX * 2 + 16], text[REASON_MAX + 64];
+    peer_label(c, frame_data(m, 0), frame_size(m, 0), label, sizeof label);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    iot_ratelog_note(c->ratelog, label, text, iot_mono_ns());
+}
+
+static int send_frames(void *sock, const void *const *data, const size_t *len, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (zmq_send(sock, data[i], len[i], i + 1 < n ? ZMQ_SNDMORE : 0) < 0)
+            return -1;
+    return 0;
+}
+
+static void send_welcome(struct collector *c, struct message *m)
+{
+    uint8_t credit[4];
+    iot_put_u32(credit, (uint32_t)opt_credit);
+    const void *data[] = {frame_data(m, 0), IOT_LINK_PROTO, IOT_LINK_WELCOME, credit};
+    size_t len[] = {frame_size(m, 0), strlen(IOT_LINK_PROTO), strlen(IOT_LINK_WELCOME), 4};
+    if (send_frames(c->sock, data, len, 4) < 0)
+        iot_debug("cannot send WELCOME: %s", zmq_strerror(errno));
+}
+
+static void send_ack(struct collector *c, const struct ack *a)
+{
+    uint8_t epoch[8], seq[8];
+    iot_put_u64(epoch, a->epoch);
+    iot_put_u64(seq, a->seq);
+    const void *data[] = {a->peer, IOT_LINK_PROTO, IOT_LINK_ACK, a->key, epoch, seq,
+                          &a->status, a->reason};
+    size_t len[] = {a->peer_len, strlen(IOT_LINK_PROTO), strlen(IOT_LINK_ACK),
+                    strlen(a->key), 8, 8, 1, strlen(a->reason)};
+    if (send_frames(c->sock, data, len, 8) < 0)
+        iot_debug("cannot send ACK: %s", zmq_strerror(errno));
+}
+
+static void send_acks(struct collector *c)
+{
+    for (size_t i = 0; i < c->n_acks; i++)
+        send_ack(c, &c->acks[i]);
+    c->n_acks = 0;
+}
+
+static struct ack *queue_ack(struct collector *c, struct message *m, enum iot_ack_status status,
+                             const char *key, uint64_t epoch, uint64_t seq, const char *reason)
+{
+    struct ack *a = &c->acks[c->n_acks++];
+    a->peer_len = frame_size(m, 0);
+    memcpy(a->peer, frame_data(m, 0), a->peer_len);
+    snprintf(a->key, sizeof a->key, "%s", key);
+    a->epoch = epoch;
+    a->seq = seq;
+    a->status = (uint8_t)status;
+    snprintf(a->reason, sizeof a->reason, "%s", reason);
+    return a;
+}
+
+static void handle_hello(struct collector *c, struct message *m)
+{
+    if (m->n != 5) {
+        c->count.malformed++;
+        report(c, m, "ignored HELLO with %d frames (expected 4)", m->n - 1);
+        return;
+    }
+    if (frame_size(m, 4) != 8) {
+        c->count.malformed++;
+        report(c, m, "ignored HELLO with a %zu-byte session (expected 8)", frame_size(m, 4));
+        return;
+    }
+    char node[64];
+    printable(node, sizeof node, frame_data(m, 3), frame_size(m, 3));
+    struct peer *p = find_peer(c, frame_data(m, 0), frame_size(m, 0));
+    int known = p && strcmp(p->node, node) == 0;
+    if (!p)
+        p = remember_peer(c, frame_data(m, 0), frame_size(m, 0));
+    snprintf(p->node, sizeof p->node, "%s", node);
+    iot_log(known ? IOT_LOG_DEBUG : IOT_LOG_INFO, "agent %s connected (session %016llx)", node,
+            (unsigned long long)iot_get_u64(frame_data(m, 4)));
+    send_welcome(c, m);
+}
+
+/* Rejected batches are still acknowledged so the agent can drop them; the
+ * envelope is unpacked without checks to name the batch if at all possible. */
+static void reject_batch(struct collector *c, struct message *m, const iot_batch *opened,
+                         const char *reason)
+{
+    const uint8_t *data = frame_data(m, 3);
+    size_t len = frame_size(m, 3);
+    iot_batch *raw = NULL;
+    if (!opened && len <= IOT_WIRE_MAX_BATCH)
+        raw = iotrace__batch__unpack(NULL, len, data);
+    const iot_batch *b = opened ? opened : raw;
+    char key[KEY_MAX] = "";
+    if (b && b->producer && b->producer->node && iot_wire_producer_key(b->producer, key, sizeof key) < 0)
+        key[0] = '\0';
+    queue_ack(c, m, IOT_ACK_REJECTED, key, b ? b->epoch : 0, b ? b->seq : 0, reason);
+    if (raw)
+        iotrace__batch__free_unpacked(raw, NULL);
+    c->count.rejected++;
+    report(c, m, "rejected batch: %s", reason);
+}
+
+static int store_batch(struct collector *c, const uint8_t *data, size_t len, const char *key,
+                       uint64_t epoch, uint64_t seq)
+{
+    if (iot_store_append(c->store, data, len, (uint64_t)iot_now_ns()) < 0) {
+        iot_err("store: %s", iot_store_error(c->store));
+        return -1;
+    }
+    c->dirty = 1;
+    if (iot_dedup_add(c->dedup, key, epoch, seq) < 0) {
+        iot_err("out of memory in the duplicate table");
+        return -1;
+    }
+    return 0;
+}
+
+static void accept_batch(struct collector *c, struct message *m, const iot_batch *b)
+{
+    char key[KEY_MAX];
+    if (iot_wire_producer_key(b->producer, key, sizeof key) < 0) {
+        reject_batch(c, m, NULL, "producer node name too long");
+        return;
+    }
+    if (iot_dedup_contains(c->dedup, key, b->epoch, b->seq)) {
+        queue_ack(c, m, IOT_ACK_DUPLICATE, key, b->epoch, b->seq, "");
+        c->count.dup_batches++;
+        c->count.dup_events += b->event_count;
+        return;
+    }
+    if (store_batch(c, frame_data(m, 3), frame_size(m, 3), key, b->epoch, b->seq) < 0) {
+        c->fatal = 1;
+        return;
+    }
+    queue_ack(c, m, IOT_ACK_STORED, key, b->epoch, b->seq, "");
+    c->count.batches++;
+    c->count.events += b->event_count;
+}
+
+static void handle_batch(struct collector *c, struct message *m, struct group *g)
+{
+    if (m->n != 4) {
+        c->count.malformed++;
+        report(c, m, "ignored BATCH with %d frames (expected 3)", m->n - 1);
+        return;
+    }
+    g->batches++;
+    g->bytes += frame_size(m, 3);
+    char reason[REASON_MAX] = "";
+    iot_batch *b = iot_wire_open(frame_data(m, 3), frame_size(m, 3), reason, sizeof reason);
+    iot_body *body = b ? iot_wire_body(b, reason, sizeof reason) : NULL;
+    if (body)
+        accept_batch(c, m, b);
+    else
+        reject_batch(c, m, b, reason);
+    iot_wire_free_body(body);
+    iot_wire_free_batch(b);
+}
+
+static void handle_message(struct collector *c, struct message *m, struct group *g)
+{
+    char text[40];
+    if (m->n < 3 || m->extra) {
+        c->count.malformed++;
+        report(c, m, "ignored a message of %d frames", m->n - 1 + m->extra);
+    } else if (!frame_is(m, 1, IOT_LINK_PROTO)) {
+        c->count.malformed++;
+        printable(text, sizeof text, frame_data(m, 1), frame_size(m, 1));
+        report(c, m, "ignored a message of unknown protocol '%s'", text);
+    } else if (frame_is(m, 2, IOT_LINK_BATCH)) {
+        handle_batch(c, m, g);
+    } else if (frame_is(m, 2, IOT_LINK_HELLO)) {
+        handle_hello(c, m);
+    } else if (!frame_is(m, 2, IOT_LINK_PING)) {
+        c->count.malformed++;
+        printable(text, sizeof text, frame_data(m, 2), frame_size(m, 2));
+        report(c, m, "ignored a message of unknown type '%s'", text);
+    }
+}
+
+static void close_message(struct message *m)
+{
+    for (int i = 0; i < m->n; i++)
+        zmq_msg_close(&m->part[i]);
+    m->n = 0;
+}
+
+static int more_frames(void *sock)
+{
+    int more = 0;
+    size_t sz = sizeof more;
+    return zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz) == 0 && more;
+}
+
+/* Returns 1 with a message in m, 0 if none is waiting, -1 on error.  The
+ * frames of a multipart message arrive together, so only the first receive
+ * can find nothing. */
+static int recv_message(void *sock, struct message *m)
+{
+    m->n = m->extra = 0;
+    zmq_msg_init(&m->part[0]);
+    if (zmq_msg_recv(&m->part[0], sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m->part[0]);
+        return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    }
+    m->n = 1;
+    while (more_frames(sock)) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, sock, 0) < 0) {
+            zmq_msg_close(&part);
+            close_message(m);
+            return -1;
+        }
+        if (m->n < MAX_FRAMES) {
+            zmq_msg_init(&m->part[m->n]);
+            zmq_msg_move(&m->part[m->n++], &part);
+        } else {
+            m->extra++; /* only the count matters: the message is malformed */
+        }
+        zmq_msg_close(&part);
+    }
+    return 1;
+}
+
+static int group_full(const struct group *g)
+{
+    return g->batches >= GROUP_MAX_BATCHES || g->bytes >= GROUP_MAX_BYTES ||
+           g->messages >= GROUP_MAX_MESSAGES;
+}
+
+/* Drains what is waiting, stores it with one fdatasync, then acknowledges.
+ * No ACK leaves before the sync, duplicates of a batch of this very group
+ * included. */
+static void commit_group(struct collector *c)
+{
+    struct group g = {0, 0, 0};
+    struct message m;
+    while (!c->fatal && !group_full(&g) && recv_message(c->sock, &m) > 0) {
+        g.messages++;
+        handle_message(c, &m, &g);
+        close_message(&m);
+    }
+    if (c->fatal)
+        return;
+    if (c->dirty && iot_store_sync(c->store) < 0) {
+        iot_err("store: %s", iot_store_error(c->store));
+        c->fatal = 1;
+        return;
+    }
+    c->dirty = 0;
+    send_acks(c);
+}
+
+static void log_stats(struct collector *c, const char *prefix)
+{
+    const struct counters *k = &c->count;
+    iot_info("%sbatches: %llu accepted (%llu events), %llu duplicate (%llu events), "
+             "%llu rejected; %llu malformed messages",
+             prefix, (unsigned long long)k->batches, (unsigned long long)k->events,
+             (unsigned long long)k->dup_batches, (unsigned long long)k->dup_events,
+             (unsigned long long)k->rejected, (unsigned long long)k->malformed);
+    c->logged = c->count;
+}
+
+static void periodic(struct collector *c)
+{
+    int64_t now = iot_mono_ns();
+    if (now < c->next_stats)
+        return;
+    c->next_stats = now + STATS_INTERVAL_NS;
+    if (memcmp(&c->count, &c->logged, sizeof c->count) != 0)
+        log_stats(c, "");
+    iot_ratelog_flush(c->ratelog, now);
+}
+
+static int poll_timeout_ms(const struct collector *c)
+{
+    int64_t left = (c->next_stats - iot_mono_ns()) / 1000000;
+    return left < 0 ? 0 : left > POLL_MS ? POLL_MS : (int)left;
+}
+
+static int serve(struct collector *c)
+{
+    while (!stop_requested && !c->fatal) {
+        zmq_pollitem_t item = {c->sock, 0, ZMQ_POLLIN, 0};
+        int rc = zmq_poll(&item, 1, poll_timeout_ms(c));
+        if (rc < 0 && errno != EINTR) {
+            iot_err("zmq_poll: %s", zmq_strerror(errno));
+            return -1;
+        }
+        if (rc > 0)
+            commit_group(c);
+        periodic(c);
+    }
+    return c->fatal ? -1 : 0;
+}
+
+struct rebuild {
+    struct iot_dedup *dedup;
+    uint64_t batches, unreadable;
+};
+
+static int rebuild_one(void *ctx, const uint8_t *batch, size_t len, uint64_t recv_ns)
+{
+    (void)recv_ns;
+    struct rebuild *r = ctx;
+    char key[KEY_MAX], why[REASON_MAX];
+    iot_batch *b = iot_wire_open(batch, len, why, sizeof why);
+    if (!b || iot_wire_producer_key(b->producer, key, sizeof key) < 0) {
+        r->unreadable++;
+        iot_wire_free_batch(b);
+        return 0;
+    }
+    int rc = iot_dedup_add(r->dedup, key, b->epoch, b->seq);
+    iot_wire_free_batch(b);
+    r->batches++;
+    return rc < 0 ? -1 : 0;
+}
+
+/* Restarting on the same store must still drop what was stored before. */
+static int rebuild_dedup(struct collector *c)
+{
+    struct rebuild r = {c->dedup, 0, 0};
+    char err[512] = "out of memory in the duplicate table";
+    if (iot_store_scan(opt_store, rebuild_one, &r, err, sizeof err) != 0) {
+        iot_err("cannot read the store: %s", err);
+        return -1;
+    }
+    if (r.unreadable)
+        iot_warn("store: %llu stored batches have an unreadable envelope; they cannot be "
+                 "recognised as duplicates", (unsigned long long)r.unreadable);
+    iot_info("store %s holds %llu batches from %zu producer streams", opt_store,
+             (unsigned long long)r.batches, iot_dedup_streams(c->dedup));
+    return 0;
+}
+
+static int open_socket(struct collector *c)
+{
+    c->zctx = zmq_ctx_new();
+    c->sock = c->zctx ? zmq_socket(c->zctx, ZMQ_ROUTER) : NULL;
+    if (!c->sock) {
+        iot_err("cannot create the ZeroMQ socket: %s", zmq_strerror(errno));
+        return -1;
+    }
+    /* Frames larger than any valid batch are refused by ZeroMQ itself, which
+     * drops the connection before the bytes reach memory. */
+    int64_t max = (int64_t)IOT_WIRE_MAX_BATCH + 65536;
+    int linger = LINGER_MS;
+    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_bind(c->sock, opt_listen) < 0) {
+        iot_err("cannot listen on %s: %s", opt_listen, zmq_strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int start(struct collector *c)
+{
+    char err[512];
+    c->dedup = iot_dedup_new();
+    c->ratelog = iot_ratelog_new();
+    c->peers = calloc(MAX_PEERS, sizeof *c->peers);
+    c->acks = calloc(GROUP_MAX_MESSAGES, sizeof *c->acks);
+    if (!c->dedup || !c->ratelog || !c->peers || !c->acks) {
+        iot_err("out of memory");
+        return -1;
+    }
+    c->store = iot_store_open(opt_store, 1, err, sizeof err);
+    if (!c->store) {
+        iot_err("%s", err);
+        return -1;
+    }
+    iot_store_set_segment_size(c->store, opt_segment_size);
+    if (rebuild_dedup(c) < 0 || open_socket(c) < 0)
+        return -1;
+    c->next_stats = iot_mono_ns() + STATS_INTERVAL_NS;
+    iot_info("iotrace-collector %s listening on %s, store %s (segment %u, credit %ld)",
+             IOTRACE_VERSION, opt_listen, opt_store, iot_store_segment(c->store), opt_credit);
+    return 0;
+}
+
+static int finish(struct collector *c, int rc)
+{
+    if (c->store && iot_store_close(c->store) < 0)
+        rc = -1;
+    if (c->sock)
+        zmq_close(c->sock);
+    if (c->zctx)
+        zmq_ctx_term(c->zctx);
+    if (c->next_stats) {
+        iot_ratelog_flush(c->ratelog, iot_mono_ns());
+        log_stats(c, rc == 0 ? "stopped; " : "stopped on error; ");
+    }
+    iot_dedup_free(c->dedup);
+    iot_ratelog_free(c->ratelog);
+    free(c->peers);
+    free(c->acks);
+    return rc == 0 ? IOT_EXIT_OK : IOT_EXIT_FAILURE;
+}
+
+static void usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "%s: ", spec.program);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry '%s --help'.\n", spec.program);
+    exit(IOT_EXIT_USAGE);
+}
+
+static void check_options(int argc, char **argv, int first)
+{
+    char num[32];
+    if (first < argc)
+        usage_error("unexpected argument '%s'", argv[first]);
+    if (!opt_store || !opt_store[0])
+        usage_error("%s--store DIR is required", "");
+    snprintf(num, sizeof num, "%ld", opt_credit);
+    if (opt_credit < 1 || opt_credit > MAX_CREDIT)
+        usage_error("--credit must be between 1 and 1000000, got %s", num);
+    if (opt_segment_size < IOT_STORE_MIN_SEGMENT_SIZE)
+        usage_error("%s--segment-size must be at least 4K", "");
+    if (iot_log_parse_level(opt_log_level) < 0)
+        usage_error("unknown --log-level '%s' (error, warn, info, debug)", opt_log_level);
+}
+
+int main(int argc, char **argv)
+{
+    iot_log_init(spec.program, IOT_LOG_INFO);
+    check_options(argc, argv, iot_opts_parse(&spec, argc, argv));
+    iot_log_set_level((enum iot_log_level)iot_log_parse_level(opt_log_level));
+    install_signals();
+    struct collector c;
+    memset(&c, 0, sizeof c);
+    int rc = start(&c);
+    if (rc == 0)
+        rc = serve(&c);
+    return finish(&c, rc);
+}

@@ -1,0 +1,481 @@
+/* iotrace-export: turns a collector store into JSON Lines (one object per
+ * event, in time order) or a list of the jobs it holds.  Reads without
+ * locking, so it works while a collector is writing.  See docs/export.md. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "export_read.h"
+#include "iot_functions.h"
+#include "log.h"
+#include "opts.h"
+#include "wire.h"
+
+static char *opt_store;
+static char *opt_job;
+static char *opt_jsonl;
+static int opt_list_jobs;
+
+static const struct iot_opt options[] = {
+    {"store", 's', IOT_OPT_STRING, &opt_store, "DIR", "store directory written by iotrace-collector (required)"},
+    {"jsonl", 0, IOT_OPT_STRING, &opt_jsonl, "FILE", "write one JSON object per event to FILE ('-': standard output)"},
+    {"list-jobs", 0, IOT_OPT_FLAG, &opt_list_jobs, NULL, "print one line per job in the store"},
+    {"job", 'j', IOT_OPT_STRING, &opt_job, "ID", "only events of job ID"},
+};
+
+static const struct iot_opts_spec spec = {
+    .program = "iotrace-export",
+    .synopsis = "--store DIR [--job ID] (--jsonl FILE | --list-jobs)",
+    .description = "Exports the events in an iotrace collector store.  See docs/export.md.",
+    .opts = options,
+    .n_opts = (int)(sizeof options / sizeof options[0]),
+    .allow_config = 0,
+};
+
+static const char *const kind_names[] = {"mpiio", "posix", "disk", "drop"};
+static const char *const drop_reasons[] = {"buffer_full", "send_failed", "internal"};
+
+/* --jsonl: events are collected, then sorted. */
+struct event_list {
+    struct xp_event *v;
+    size_t n, cap;
+    uint32_t job; /* wanted job, UINT32_MAX for all */
+};
+
+/* --list-jobs: per-job totals, plus which producers contributed. */
+struct job_stat {
+    uint64_t events, dropped;
+    int64_t first, last;
+    int seen;
+};
+
+struct job_list {
+    struct job_stat *v;
+    size_t cap;
+    uint64_t *pairs; /* job << 32 | producer, deduplicated at the end */
+    size_t n_pairs, cap_pairs;
+    uint32_t job;
+};
+
+static void usage_error(const char *msg)
+{
+    fprintf(stderr, "%s: %s\nTry '%s --help'.\n", spec.program, msg, spec.program);
+    exit(IOT_EXIT_USAGE);
+}
+
+static int data_error(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "%s: ", spec.program);
+    fprintf(stderr, fmt, a, b);
+    fputc('\n', stderr);
+    return IOT_EXIT_FAILURE;
+}
+
+static int wanted(uint32_t want, const struct xp_event *ev)
+{
+    return want == UINT32_MAX || ev->job == want;
+}
+
+static int collect_event(void *ctx, const struct xp_data *d, const struct xp_event *ev,
+                         char *err, size_t errlen)
+{
+    (void)d;
+    struct event_list *l = ctx;
+    if (!wanted(l->job, ev))
+        return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 4096;
+        struct xp_event *v = realloc(l->v, cap * sizeof *v);
+        if (!v) {
+            snprintf(err, errlen, "out of memory holding %zu events", l->n);
+            return -1;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = *ev;
+    return 0;
+}
+
+static int cmp_i64(int64_t a, int64_t b) { return a < b ? -1 : a > b; }
+
+/* qsort has no context argument. */
+static const struct xp_data *sort_data;
+
+static int cmp_event(const void *pa, const void *pb)
+{
+    const struct xp_event *a = pa, *b = pb;
+    const struct xp_producer *x = &sort_data->producers[a->producer];
+    const struct xp_producer *y = &sort_data->producers[b->producer];
+    int c;
+    if ((c = cmp_i64(a->t_start, b->t_start)) || (c = cmp_i64(a->t_end, b->t_end)))
+        return c;
+    if (x->node != y->node &&
+        (c = strcmp(xp_string(&sort_data->nodes, x->node), xp_string(&sort_data->nodes, y->node))))
+        return c;
+    if ((c = cmp_i64(x->pid, y->pid)) || (c = cmp_i64(a->tid, b->tid)))
+        return c;
+    return cmp_i64((int64_t)a->order, (int64_t)b->order);
+}
+
+/* jansson only takes UTF-8; anything else in a path or name is shown as '?'. */
+static json_t *text(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    char *copy = strdup(s);
+    if (!copy)
+        return json_null();
+    for (char *p = copy; *p; p++)
+        if ((unsigned char)*p >= 0x80 || (unsigned char)*p < 0x20)
+            *p = '?';
+    j = json_string(copy);
+    free(copy);
+    return j ? j : json_null();
+}
+
+static json_t *job_value(const struct xp_data *d, uint32_t job)
+{
+    return job ? text(xp_string(&d->jobs, job)) : json_null();
+}
+
+static json_t *rank_value(const struct xp_producer *p)
+{
+    return p->kind == IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT && p->rank >= 0
+               ? json_integer(p->rank)
+               : json_null();
+}
+
+static json_t *callid_value(const struct xp_event *ev)
+{
+    if (ev->callid == 0 && ev->kind != XP_MPIIO)
+        return json_null();
+    char hex[24];
+    snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)ev->callid);
+    return json_string(hex);
+}
+
+static json_t *func_value(unsigned id)
+{
+    const char *name = iot_func_name(id);
+    return name ? json_string(name) : json_null();
+}
+
+static json_t *drop_json(const struct xp_data *d, const struct xp_event *ev)
+{
+    const struct xp_producer *p = &d->producers[ev->producer];
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string("drop"));
+    json_object_set_new(o, "node", text(xp_string(&d->nodes, p->node)));
+    json_object_set_new(o, "pid", json_integer(p->pid));
+    json_object_set_new(o, "job", job_value(d, ev->job));
+    json_object_set_new(o, "rank", rank_value(p));
+    json_object_set_new(o, "reason", ev->func < 3 ? json_string(drop_reasons[ev->func])
+                                                  : json_integer(ev->func));
+    json_object_set_new(o, "count", json_integer((json_int_t)ev->bytes));
+    json_object_set_new(o, "t_start", json_integer(ev->t_start));
+    json_object_set_new(o, "t_end", json_integer(ev->t_end));
+    json_object_set_new(o, "tid", json_integer(ev->tid));
+    return o;
+}
+
+static json_t *event_json(const struct xp_data *d, const struct xp_event *ev)
+{
+    if (ev->kind == XP_DROP)
+        return drop_json(d, ev);
+    const struct xp_producer *p = &d->producers[ev->producer];
+    const char *path = ev->file ? xp_file_path(d, ev->producer, ev->file) : NULL;
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string(kind_names[ev->kind]));
+    json_object_set_new(o, "job", job_value(d, ev->job));
+    json_object_set_new(o, "node", text(xp_string(&d->nodes, p->node)));
+    json_object_set_new(o, "rank", ev->kind == XP_DISK ? json_null() : rank_value(p));
+    json_object_set_new(o, "pid", json_integer(p->pid));
+    json_object_set_new(o, "tid", json_integer(ev->tid));
+    json_object_set_new(o, "func", func_value(ev->func));
+    json_object_set_new(o, "callid", callid_value(ev));
+    json_object_set_new(o, "file", path ? text(path) : json_null());
+    json_object_set_new(o, "offset", ev->offset < 0 ? json_null() : json_integer(ev->offset));
+    json_object_set_new(o, "bytes", json_integer((json_int_t)ev->bytes));
+    if (ev->kind == XP_MPIIO)
+        json_object_set_new(o, "xfer", json_integer((json_int_t)ev->xfer));
+    json_object_set_new(o, "ret", json_integer(ev->ret));
+    json_object_set_new(o, "t_start", json_integer(ev->t_start));
+    json_object_set_new(o, "t_end", json_integer(ev->t_end));
+    if (ev->kind == XP_MPIIO && ev->coll_seq)
+        json_object_set_new(o, "coll_seq", json_integer((json_int_t)ev->coll_seq));
+    if (ev->kind == XP_DISK)
+        json_object_set_new(o, "server", text(xp_string(&d->servers, p->server)));
+    return o;
+}
+
+static int write_events(FILE *out, const struct xp_data *d, const struct event_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        json_t *o = event_json(d, &l->v[i]);
+        int rc = json_dumpf(o, out, JSON_COMPACT);
+        json_decref(o);
+        if (rc < 0 || fputc('\n', out) == EOF)
+            return -1;
+    }
+    return fflush(out);
+}
+
+static FILE *open_output(const char *path)
+{
+    return strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+}
+
+static int close_output(FILE *out)
+{
+    if (out == stdout)
+        return fflush(out) == 0 && !ferror(out) ? 0 : -1;
+    return fclose(out);
+}
+
+static int export_jsonl(struct xp_data *d, uint32_t job)
+{
+    struct event_list l = {.job = job};
+    char err[512];
+    if (xp_read_store(opt_store, d, collect_event, &l, err, sizeof err) < 0) {
+        free(l.v);
+        return data_error("%s%s", "", err);
+    }
+    if (job != UINT32_MAX && l.n == 0)
+        return data_error("job '%s' has no events in %s", opt_job, opt_store);
+    sort_data = d;
+    qsort(l.v, l.n, sizeof *l.v, cmp_event);
+    FILE *out = open_output(opt_jsonl);
+    if (!out) {
+        free(l.v);
+        return data_error("cannot write %s: %s", opt_jsonl, strerror(errno));
+    }
+    int rc = write_events(out, d, &l);
+    if (close_output(out) < 0)
+        rc = -1;
+    free(l.v);
+    if (rc < 0)
+        return data_error("cannot write %s: %s", opt_jsonl, strerror(errno));
+    return IOT_EXIT_OK;
+}
+
+static int grow_jobs(struct job_list *l, size_t need)
+{
+    if (need <= l->cap)
+        return 0;
+    size_t cap = l->cap ? l->cap : 16;
+    while (cap < need)
+        cap *= 2;
+    struct job_stat *v = realloc(l->v, cap * sizeof *v);
+    if (!v)
+        return -1;
+    memset(v + l->cap, 0, (cap - l->cap) * sizeof *v);
+    l->v = v;
+    l->cap = cap;
+    return 0;
+}
+
+static int add_pair(struct job_list *l, uint32_t job, uint32_t producer)
+{
+    uint64_t pair = (uint64_t)job << 32 | producer;
+    if (l->n_pairs && l->pairs[l->n_pairs - 1] == pair)
+        return 0; /* events of one batch come in runs; the rest is removed by sorting */
+    if (l->n_pairs == l->cap_pairs) {
+        size_t cap = l->cap_pairs ? l->cap_pairs * 2 : 256;
+        uint64_t *p = realloc(l->pairs, cap * sizeof *p);
+        if (!p)
+            return -1;
+        l->pairs = p;
+        l->cap_pairs = cap;
+    }
+    l->pairs[l->n_pairs++] = pair;
+    return 0;
+}
+
+static void count_event(struct job_stat *s, const struct xp_event *ev)
+{
+    if (ev->kind == XP_DROP) {
+        s->dropped += ev->bytes;
+        return;
+    }
+    if (s->events == 0 || ev->t_start < s->first)
+        s->first = ev->t_start;
+    if (s->events == 0 || ev->t_end > s->last)
+        s->last = ev->t_end;
+    s->events++;
+}
+
+static int tally_event(void *ctx, const struct xp_data *d, const struct xp_event *ev,
+                       char *err, size_t errlen)
+{
+    (void)d;
+    struct job_list *l = ctx;
+    if (ev->job == 0 || !wanted(l->job, ev))
+        return 0;
+    if (grow_jobs(l, (size_t)ev->job + 1) < 0 || add_pair(l, ev->job, ev->producer) < 0) {
+        snprintf(err, errlen, "out of memory listing jobs");
+        return -1;
+    }
+    l->v[ev->job].seen = 1;
+    count_event(&l->v[ev->job], ev);
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static size_t unique_u64(uint64_t *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_u64);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || v[k - 1] != v[i])
+            v[k++] = v[i];
+    return k;
+}
+
+static void format_time(char *buf, size_t len, int64_t ns)
+{
+    time_t sec = (time_t)(ns / 1000000000);
+    long frac = (long)(ns % 1000000000);
+    if (frac < 0) {
+        frac += 1000000000;
+        sec--;
+    }
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, len - n, ".%09ldZ", frac);
+}
+
+/* pairs[from, to) all belong to one job; counts its ranks and nodes. */
+static void count_members(const struct xp_data *d, const uint64_t *pairs, size_t n,
+                          uint64_t *scratch, size_t *ranks, size_t *nodes)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct xp_producer *p = &d->producers[(uint32_t)pairs[i]];
+        if (p->kind == IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT && p->rank >= 0)
+            scratch[k++] = (uint64_t)p->rank;
+    }
+    *ranks = unique_u64(scratch, k);
+    for (size_t i = 0; i < n; i++)
+        scratch[i] = d->producers[(uint32_t)pairs[i]].node;
+    *nodes = unique_u64(scratch, n);
+}
+
+struct job_row {
+    const char *name;
+    uint32_t job;
+    size_t from, to; /* its range in the sorted pairs */
+};
+
+static int cmp_row(const void *a, const void *b)
+{
+    return strcmp(((const struct job_row *)a)->name, ((const struct job_row *)b)->name);
+}
+
+static void print_row(FILE *out, const struct xp_data *d, const struct job_list *l,
+                      const struct job_row *r, uint64_t *scratch)
+{
+    const struct job_stat *s = &l->v[r->job];
+    size_t ranks, nodes;
+    char first[48] = "-", last[48] = "-";
+    count_members(d, l->pairs + r->from, r->to - r->from, scratch, &ranks, &nodes);
+    if (s->events) {
+        format_time(first, sizeof first, s->first);
+        format_time(last, sizeof last, s->last);
+    }
+    fprintf(out, "%s ranks=%zu nodes=%zu events=%llu dropped=%llu first=%s last=%s\n", r->name,
+            ranks, nodes, (unsigned long long)s->events, (unsigned long long)s->dropped, first,
+            last);
+}
+
+/* One row per job seen, with its range of (job, producer) pairs. */
+static size_t job_rows(const struct xp_data *d, struct job_list *l, struct job_row *rows)
+{
+    l->n_pairs = unique_u64(l->pairs, l->n_pairs);
+    size_t n = 0;
+    for (size_t i = 0; i < l->n_pairs; i++) {
+        uint32_t job = (uint32_t)(l->pairs[i] >> 32);
+        if (n == 0 || rows[n - 1].job != job)
+            rows[n++] = (struct job_row){xp_string(&d->jobs, job), job, i, i};
+        rows[n - 1].to = i + 1;
+    }
+    qsort(rows, n, sizeof *rows, cmp_row);
+    return n;
+}
+
+static int print_jobs(FILE *out, const struct xp_data *d, struct job_list *l)
+{
+    struct job_row *rows = calloc(l->n_pairs + 1, sizeof *rows);
+    uint64_t *scratch = calloc(l->n_pairs + 1, sizeof *scratch);
+    if (!rows || !scratch) {
+        free(rows);
+        free(scratch);
+        return -1;
+    }
+    size_t n = job_rows(d, l, rows);
+    for (size_t i = 0; i < n; i++)
+        print_row(out, d, l, &rows[i], scratch);
+    free(rows);
+    free(scratch);
+    return fflush(out);
+}
+
+static int list_jobs(struct xp_data *d, uint32_t job)
+{
+    struct job_list l = {.job = job};
+    char err[512];
+    int rc = IOT_EXIT_OK;
+    if (xp_read_store(opt_store, d, tally_event, &l, err, sizeof err) < 0)
+        rc = data_error("%s%s", "", err);
+    else if (l.n_pairs == 0 && job != UINT32_MAX)
+        rc = data_error("job '%s' has no events in %s", opt_job, opt_store);
+    else if (print_jobs(stdout, d, &l) < 0)
+        rc = data_error("cannot write the job list: %s%s", strerror(errno), "");
+    free(l.v);
+    free(l.pairs);
+    return rc;
+}
+
+static void check_options(int argc, char **argv, int first)
+{
+    if (first < argc) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "unexpected argument '%s'", argv[first]);
+        usage_error(msg);
+    }
+    if (!opt_store || !opt_store[0])
+        usage_error("--store DIR is required");
+    if (!opt_jsonl == !opt_list_jobs)
+        usage_error("give exactly one of --jsonl FILE and --list-jobs");
+    if (opt_jsonl && !opt_jsonl[0])
+        usage_error("--jsonl needs a file name, or '-' for standard output");
+    if (opt_job && !opt_job[0])
+        usage_error("--job needs a job id");
+}
+
+int main(int argc, char **argv)
+{
+    iot_log_init(spec.program, IOT_LOG_WARN);
+    check_options(argc, argv, iot_opts_parse(&spec, argc, argv));
+    struct xp_data d;
+    if (xp_data_init(&d) < 0)
+        return data_error("%s%s", "out of memory", "");
+    uint32_t job = opt_job ? xp_intern(&d.jobs, opt_job) : UINT32_MAX;
+    if (opt_job && job == UINT32_MAX) {
+        xp_data_free(&d);
+        return data_error("%s%s", "out of memory", "");
+    }
+    int rc = opt_list_jobs ? list_jobs(&d, job) : export_jsonl(&d, job);
+    xp_data_free(&d);
+    return rc;
+}

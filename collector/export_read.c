@@ -1,0 +1,357 @@
+#include "export_read.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "wire.h"
+
+struct reader {
+    struct xp_data *d;
+    xp_sink sink;
+    void *ctx;
+    char *err;
+    size_t errlen;
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static uint64_t hash_bytes(const char *s, uint64_t seed)
+{
+    uint64_t h = 14695981039346656037ull ^ seed; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h;
+}
+
+static uint64_t hash_file(uint32_t producer, uint64_t id)
+{
+    uint64_t h = (id ^ ((uint64_t)producer << 32 | producer)) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 29);
+}
+
+static size_t string_slot(const struct xp_strings *t, const char *s)
+{
+    size_t mask = t->index_size - 1, i = (size_t)hash_bytes(s, 0) & mask;
+    while (t->index[i] && strcmp(t->str[t->index[i] - 1], s) != 0)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static int grow_string_index(struct xp_strings *t)
+{
+    size_t size = t->index_size ? t->index_size * 2 : 64;
+    uint32_t *index = calloc(size, sizeof *index);
+    if (!index)
+        return -1;
+    free(t->index);
+    t->index = index;
+    t->index_size = size;
+    for (size_t k = 0; k < t->n; k++)
+        t->index[string_slot(t, t->str[k])] = (uint32_t)k + 1;
+    return 0;
+}
+
+static int push_string(struct xp_strings *t, const char *s)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        char **p = realloc(t->str, cap * sizeof *p);
+        if (!p)
+            return -1;
+        t->str = p;
+        t->cap = cap;
+    }
+    if (!(t->str[t->n] = strdup(s)))
+        return -1;
+    t->n++;
+    return 0;
+}
+
+uint32_t xp_intern(struct xp_strings *t, const char *s)
+{
+    if (!s)
+        s = "";
+    if ((t->n + 1) * 2 > t->index_size && grow_string_index(t) < 0)
+        return UINT32_MAX;
+    size_t slot = string_slot(t, s);
+    if (t->index[slot])
+        return t->index[slot] - 1;
+    if (push_string(t, s) < 0)
+        return UINT32_MAX;
+    t->index[slot] = (uint32_t)t->n;
+    return (uint32_t)t->n - 1;
+}
+
+const char *xp_string(const struct xp_strings *t, uint32_t idx)
+{
+    return idx < t->n ? t->str[idx] : "";
+}
+
+static void free_strings(struct xp_strings *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->str[i]);
+    free(t->str);
+    free(t->index);
+    memset(t, 0, sizeof *t);
+}
+
+int xp_data_init(struct xp_data *d)
+{
+    memset(d, 0, sizeof *d);
+    if (xp_intern(&d->jobs, "") != 0 || xp_intern(&d->nodes, "") != 0 ||
+        xp_intern(&d->servers, "") != 0)
+        return -1;
+    return 0;
+}
+
+void xp_data_free(struct xp_data *d)
+{
+    free_strings(&d->jobs);
+    free_strings(&d->nodes);
+    free_strings(&d->servers);
+    free_strings(&d->keys);
+    for (size_t i = 0; i < d->files_size; i++)
+        free(d->files[i].path);
+    free(d->files);
+    free(d->producers);
+    memset(d, 0, sizeof *d);
+}
+
+static size_t file_slot(const struct xp_file *files, size_t size, uint32_t producer,
+                        uint64_t id)
+{
+    size_t mask = size - 1, i = (size_t)hash_file(producer, id) & mask;
+    while (files[i].path && !(files[i].producer == producer && files[i].id == id))
+        i = (i + 1) & mask;
+    return i;
+}
+
+const char *xp_file_path(const struct xp_data *d, uint32_t producer, uint64_t id)
+{
+    if (!d->files_size)
+        return NULL;
+    return d->files[file_slot(d->files, d->files_size, producer, id)].path;
+}
+
+static int grow_files(struct xp_data *d)
+{
+    size_t size = d->files_size ? d->files_size * 2 : 256;
+    struct xp_file *files = calloc(size, sizeof *files);
+    if (!files)
+        return -1;
+    for (size_t i = 0; i < d->files_size; i++) {
+        const struct xp_file *f = &d->files[i];
+        if (f->path)
+            files[file_slot(files, size, f->producer, f->id)] = *f;
+    }
+    free(d->files);
+    d->files = files;
+    d->files_size = size;
+    return 0;
+}
+
+/* The first name wins: a file id is a hash of the path within one process. */
+static int add_file(struct xp_data *d, uint32_t producer, uint64_t id, const char *path)
+{
+    if ((d->files_used + 1) * 2 > d->files_size && grow_files(d) < 0)
+        return -1;
+    struct xp_file *f = &d->files[file_slot(d->files, d->files_size, producer, id)];
+    if (f->path)
+        return 0;
+    if (!(f->path = strdup(path ? path : "")))
+        return -1;
+    f->producer = producer;
+    f->id = id;
+    d->files_used++;
+    return 0;
+}
+
+static int new_producer(struct xp_data *d, const iot_producer *p)
+{
+    if (d->n_producers == d->cap_producers) {
+        size_t cap = d->cap_producers ? d->cap_producers * 2 : 64;
+        struct xp_producer *v = realloc(d->producers, cap * sizeof *v);
+        if (!v)
+            return -1;
+        d->producers = v;
+        d->cap_producers = cap;
+    }
+    struct xp_producer *x = &d->producers[d->n_producers];
+    x->node = xp_intern(&d->nodes, p->node);
+    x->job = xp_intern(&d->jobs, p->job);
+    x->server = xp_intern(&d->servers, p->server);
+    x->pid = p->pid;
+    x->rank = p->rank;
+    x->kind = (int)p->kind;
+    if (x->node == UINT32_MAX || x->job == UINT32_MAX || x->server == UINT32_MAX)
+        return -1;
+    d->n_producers++;
+    return 0;
+}
+
+/* A rank learns its rank (and, under Hydra, its job id) in MPI_Init, after
+ * it may already have sent batches: what a later batch knows applies to the
+ * whole process. */
+static int refresh_producer(struct xp_data *d, struct xp_producer *x, const iot_producer *p)
+{
+    if (p->rank >= 0)
+        x->rank = p->rank;
+    if (x->job == 0 && p->job && p->job[0] && (x->job = xp_intern(&d->jobs, p->job)) == UINT32_MAX)
+        return -1;
+    return 0;
+}
+
+/* Producers are interned by key; their index equals the key's index. */
+static uint32_t producer_index(struct xp_data *d, const iot_producer *p)
+{
+    char key[512];
+    if (iot_wire_producer_key(p, key, sizeof key) < 0)
+        return UINT32_MAX;
+    uint32_t idx = xp_intern(&d->keys, key);
+    if (idx == UINT32_MAX)
+        return idx;
+    if (idx == d->n_producers)
+        return new_producer(d, p) < 0 ? UINT32_MAX : idx;
+    return refresh_producer(d, &d->producers[idx], p) < 0 ? UINT32_MAX : idx;
+}
+
+static int emit(struct reader *r, struct xp_event *ev)
+{
+    ev->order = r->d->events++;
+    return r->sink(r->ctx, r->d, ev, r->err, r->errlen);
+}
+
+static int read_mpiio(struct reader *r, uint32_t prod, const Iotrace__MpiioEvents *t)
+{
+    iot_wire_delta_decode(t->t_start, t->n_t_start);
+    for (size_t i = 0; i < t->n_func; i++) {
+        struct xp_event ev = {
+            .kind = XP_MPIIO, .producer = prod, .job = r->d->producers[prod].job,
+            .func = (uint16_t)t->func[i], .tid = t->tid[i], .callid = t->callid[i],
+            .file = t->file[i], .offset = t->offset[i], .bytes = t->bytes[i],
+            .xfer = t->xfer[i], .t_start = t->t_start[i],
+            .t_end = t->t_start[i] + (int64_t)t->duration[i], .ret = t->ret[i],
+            .coll_seq = t->coll_seq[i]};
+        if (emit(r, &ev) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int read_posix(struct reader *r, uint32_t prod, const Iotrace__PosixEvents *t)
+{
+    iot_wire_delta_decode(t->t_start, t->n_t_start);
+    for (size_t i = 0; i < t->n_func; i++) {
+        struct xp_event ev = {
+            .kind = XP_POSIX, .producer = prod, .job = r->d->producers[prod].job,
+            .func = (uint16_t)t->func[i], .tid = t->tid[i], .callid = t->callid[i],
+            .file = t->file[i], .offset = t->offset[i], .bytes = t->bytes[i],
+            .t_start = t->t_start[i], .t_end = t->t_start[i] + (int64_t)t->duration[i],
+            .ret = t->ret[i]};
+        if (emit(r, &ev) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Disk events name their job through the batch's own dictionary. */
+static int intern_jobs(struct reader *r, const iot_body *body, uint32_t *map)
+{
+    for (size_t j = 0; j < body->n_jobs; j++)
+        if ((map[j] = xp_intern(&r->d->jobs, body->jobs[j])) == UINT32_MAX)
+            return fail(r->err, r->errlen, "out of memory");
+    return 0;
+}
+
+static int read_disk(struct reader *r, uint32_t prod, const iot_body *body)
+{
+    const Iotrace__DiskEvents *t = body->disk;
+    uint32_t *jobs = calloc(body->n_jobs + 1, sizeof *jobs);
+    if (!jobs || intern_jobs(r, body, jobs) < 0) {
+        free(jobs);
+        return fail(r->err, r->errlen, "out of memory");
+    }
+    iot_wire_delta_decode(t->t_start, t->n_t_start);
+    int rc = 0;
+    for (size_t i = 0; i < t->n_func && rc == 0; i++) {
+        struct xp_event ev = {
+            .kind = XP_DISK, .producer = prod, .job = t->job[i] ? jobs[t->job[i]] : 0,
+            .func = (uint16_t)t->func[i], .tid = t->tid[i], .callid = t->callid[i],
+            .file = t->file[i], .offset = t->offset[i], .bytes = t->bytes[i],
+            .t_start = t->t_start[i], .t_end = t->t_start[i] + (int64_t)t->duration[i],
+            .ret = t->ret[i]};
+        rc = emit(r, &ev);
+    }
+    free(jobs);
+    return rc ? -1 : 0;
+}
+
+static int read_drops(struct reader *r, uint32_t prod, const iot_body *body)
+{
+    for (size_t i = 0; i < body->n_drops; i++) {
+        const Iotrace__Drop *x = body->drops[i];
+        struct xp_event ev = {
+            .kind = XP_DROP, .producer = prod, .job = r->d->producers[prod].job,
+            .func = (uint16_t)x->reason, .tid = x->tid, .bytes = x->count,
+            .t_start = (int64_t)x->t_first, .t_end = (int64_t)x->t_last, .offset = -1};
+        if (emit(r, &ev) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int read_body(struct reader *r, uint32_t prod, const iot_body *body)
+{
+    for (size_t i = 0; i < body->n_files; i++)
+        if (add_file(r->d, prod, body->files[i]->id, body->files[i]->path) < 0)
+            return fail(r->err, r->errlen, "out of memory");
+    if (body->mpiio && read_mpiio(r, prod, body->mpiio) < 0)
+        return -1;
+    if (body->posix && read_posix(r, prod, body->posix) < 0)
+        return -1;
+    if (body->disk && read_disk(r, prod, body) < 0)
+        return -1;
+    return read_drops(r, prod, body);
+}
+
+static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
+{
+    struct reader *r = ctx;
+    char why[256];
+    uint64_t n = ++r->d->batches;
+    iot_batch *b = iot_wire_open(buf, len, why, sizeof why);
+    iot_body *body = b ? iot_wire_body(b, why, sizeof why) : NULL;
+    int rc = -1;
+    if (!body)
+        fail(r->err, r->errlen, "stored batch %llu (received at %llu ns) cannot be decoded: %s",
+             (unsigned long long)n, (unsigned long long)recv_ns, why);
+    else {
+        uint32_t prod = producer_index(r->d, b->producer);
+        rc = prod == UINT32_MAX ? fail(r->err, r->errlen, "out of memory")
+                                : read_body(r, prod, body);
+    }
+    iot_wire_free_body(body);
+    iot_wire_free_batch(b);
+    return rc;
+}
+
+int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, char *err,
+                  size_t errlen)
+{
+    struct reader r = {d, sink, ctx, err, errlen};
+    return iot_store_scan(dir, on_batch, &r, err, errlen) == 0 ? 0 : -1;
+}

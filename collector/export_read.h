@@ -1,0 +1,76 @@
+/* Reading a store for iotrace-export: every stored batch is decoded, turned
+ * into compact per-event records handed to a sink, and freed again, so only
+ * the producers, strings and file names outlive their batch. */
+#ifndef IOT_EXPORT_READ_H
+#define IOT_EXPORT_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum xp_kind { XP_MPIIO, XP_POSIX, XP_DISK, XP_DROP };
+
+/* Interned strings; index 0 is always "". */
+struct xp_strings {
+    char **str;
+    size_t n, cap;
+    uint32_t *index; /* open addressing over str, entries are index + 1 */
+    size_t index_size;
+};
+
+struct xp_producer {
+    uint32_t node;   /* in xp_data.nodes */
+    uint32_t job;    /* in xp_data.jobs, 0 = none */
+    uint32_t server; /* in xp_data.servers, 0 = none */
+    uint32_t pid;
+    int32_t rank;
+    int kind;        /* Iotrace__ProducerKind */
+};
+
+struct xp_event {
+    int64_t t_start, t_end;
+    uint64_t callid, file;
+    uint64_t bytes;    /* drop records: the count */
+    uint64_t xfer, coll_seq;
+    int64_t offset, ret;
+    uint64_t order;    /* arrival order, keeps sorting stable */
+    uint32_t producer; /* in xp_data.producers */
+    uint32_t job;      /* in xp_data.jobs, 0 = none */
+    uint32_t tid;
+    uint16_t func;     /* drop records: the Iotrace__DropReason */
+    uint8_t kind;      /* enum xp_kind */
+};
+
+struct xp_file {
+    uint64_t id;
+    uint32_t producer;
+    char *path;
+};
+
+struct xp_data {
+    struct xp_strings jobs, nodes, servers, keys; /* keys: producer keys, same index */
+    struct xp_producer *producers;
+    size_t n_producers, cap_producers;
+    struct xp_file *files; /* open addressing on (producer, id) */
+    size_t files_size, files_used;
+    uint64_t batches, events;
+};
+
+/* Receives every event; a non-zero return stops reading (err must be set). */
+typedef int (*xp_sink)(void *ctx, const struct xp_data *d, const struct xp_event *ev,
+                       char *err, size_t errlen);
+
+int xp_data_init(struct xp_data *d);
+void xp_data_free(struct xp_data *d);
+
+/* Reads every batch of the store in `dir`; ClockSync records are skipped. */
+int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, char *err,
+                  size_t errlen);
+
+/* Index of s, adding it if new; UINT32_MAX when out of memory. */
+uint32_t xp_intern(struct xp_strings *t, const char *s);
+const char *xp_string(const struct xp_strings *t, uint32_t idx);
+
+/* Path of a file id as named by FileName records of that producer, or NULL. */
+const char *xp_file_path(const struct xp_data *d, uint32_t producer, uint64_t id);
+
+#endif

@@ -1,0 +1,724 @@
+#include "store.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "link.h"
+#include "log.h"
+#include "wire.h"
+
+/* Large enough that a group commit of small batches costs one write(). */
+#define WRITE_BUFFER (1u << 20)
+#define SEGMENT_NAME_LEN 21 /* "segment-" 8 digits ".iots" */
+
+struct iot_store {
+    char *dir;
+    int writable;
+    int lock_fd;
+    int fd;              /* segment being written */
+    uint32_t segment;    /* its number */
+    uint64_t seg_bytes;  /* its size including what is still buffered */
+    uint64_t seg_limit;
+    uint8_t *buf;
+    size_t buf_len;
+    int failed;
+    char error[512];
+};
+
+struct rec_header {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t flags;
+    uint32_t len;
+    uint32_t crc;
+    uint64_t recv_ns;
+};
+
+/* Reads one segment record by record with pread, never past `size`: the size
+ * seen at open, so a reader racing a writer sees a consistent prefix. */
+struct seg_reader {
+    int fd;
+    uint64_t off;
+    uint64_t size;
+    uint8_t *payload;
+    size_t cap;
+};
+
+enum rec_result { REC_OK, REC_END, REC_SHORT, REC_BAD_HEADER, REC_BAD_CRC, REC_IO };
+
+struct seglist {
+    uint32_t *num;
+    size_t n;
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static uint32_t crc_of(const uint8_t *p, size_t len)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    return (uint32_t)crc32(crc, p, (uInt)len); /* len <= IOT_WIRE_MAX_BATCH < 4 GiB */
+}
+
+static void put_header(uint8_t *p, uint32_t len, uint32_t crc, uint64_t recv_ns)
+{
+    iot_put_u32(p, IOT_STORE_RECORD_MAGIC);
+    p[4] = IOT_STORE_RECORD_VERSION & 0xff;
+    p[5] = IOT_STORE_RECORD_VERSION >> 8;
+    p[6] = p[7] = 0;
+    iot_put_u32(p + 8, len);
+    iot_put_u32(p + 12, crc);
+    iot_put_u64(p + 16, recv_ns);
+}
+
+static void get_header(const uint8_t *p, struct rec_header *h)
+{
+    h->magic = iot_get_u32(p);
+    h->version = (uint16_t)(p[4] | p[5] << 8);
+    h->flags = (uint16_t)(p[6] | p[7] << 8);
+    h->len = iot_get_u32(p + 8);
+    h->crc = iot_get_u32(p + 12);
+    h->recv_ns = iot_get_u64(p + 16);
+}
+
+static void file_header(uint8_t p[IOT_STORE_FILE_HEADER])
+{
+    memcpy(p, IOT_STORE_FILE_MAGIC, 8);
+    iot_put_u32(p + 8, IOT_STORE_FORMAT_VERSION);
+    iot_put_u32(p + 12, 0);
+}
+
+static void segment_name(char *buf, size_t len, uint32_t num)
+{
+    snprintf(buf, len, "segment-%08u.iots", num);
+}
+
+static void segment_path(char *buf, size_t len, const char *dir, uint32_t num)
+{
+    char name[32];
+    segment_name(name, sizeof name, num);
+    snprintf(buf, len, "%s/%s", dir, name);
+}
+
+static int parse_segment_name(const char *name, uint32_t *num)
+{
+    if (strlen(name) != SEGMENT_NAME_LEN || strncmp(name, "segment-", 8) != 0 ||
+        strcmp(name + 16, ".iots") != 0)
+        return 0;
+    uint64_t v = 0;
+    for (int i = 8; i < 16; i++) {
+        if (!isdigit((unsigned char)name[i]))
+            return 0;
+        v = v * 10 + (uint64_t)(name[i] - '0');
+    }
+    *num = (uint32_t)v;
+    return v > 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int list_segments(const char *dir, struct seglist *out, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return fail(err, errlen, "cannot read store directory %s: %s", dir, strerror(errno));
+    size_t cap = 0;
+    out->num = NULL;
+    out->n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        uint32_t num;
+        if (!parse_segment_name(e->d_name, &num))
+            continue;
+        if (out->n == cap) {
+            cap = cap ? cap * 2 : 16;
+            uint32_t *p = realloc(out->num, cap * sizeof *p);
+            if (!p) {
+                closedir(d);
+                free(out->num);
+                return fail(err, errlen, "out of memory listing %s", dir);
+            }
+            out->num = p;
+        }
+        out->num[out->n++] = num;
+    }
+    closedir(d);
+    if (out->n)
+        qsort(out->num, out->n, sizeof *out->num, cmp_u32);
+    return 0;
+}
+
+static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n == 0 ? 1 : -1; /* 1: the file ended early */
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static enum rec_result check_record_header(const struct rec_header *h, char *why, size_t whylen)
+{
+    if (h->magic != IOT_STORE_RECORD_MAGIC)
+        snprintf(why, whylen, "bad record magic 0x%08x", h->magic);
+    else if (h->version != IOT_STORE_RECORD_VERSION)
+        snprintf(why, whylen, "unsupported record version %u", h->version);
+    else if (h->flags != 0)
+        snprintf(why, whylen, "unknown record flags 0x%04x", h->flags);
+    else if (h->len > IOT_WIRE_MAX_BATCH)
+        snprintf(why, whylen, "record length %u exceeds the limit of %u", h->len,
+                 IOT_WIRE_MAX_BATCH);
+    else
+        return REC_OK;
+    return REC_BAD_HEADER;
+}
+
+static int reserve(struct seg_reader *r, size_t len)
+{
+    if (len <= r->cap)
+        return 0;
+    uint8_t *p = realloc(r->payload, len);
+    if (!p)
+        return -1;
+    r->payload = p;
+    r->cap = len;
+    return 0;
+}
+
+/* Reads the record at r->off into h and r->payload; advances r->off only on
+ * REC_OK, so on failure r->off names the damaged record. */
+static enum rec_result read_record(struct seg_reader *r, struct rec_header *h, char *why,
+                                   size_t whylen)
+{
+    if (r->off == r->size)
+        return REC_END;
+    if (r->size - r->off < IOT_STORE_RECORD_HEADER) {
+        snprintf(why, whylen, "incomplete record header");
+        return REC_SHORT;
+    }
+    uint8_t hb[IOT_STORE_RECORD_HEADER];
+    int rc = pread_full(r->fd, hb, sizeof hb, r->off);
+    if (rc != 0) {
+        snprintf(why, whylen, "read error: %s", rc < 0 ? strerror(errno) : "file shrank");
+        return REC_IO;
+    }
+    get_header(hb, h);
+    enum rec_result res = check_record_header(h, why, whylen);
+    if (res != REC_OK)
+        return res;
+    if (r->size - r->off - IOT_STORE_RECORD_HEADER < h->len) {
+        snprintf(why, whylen, "record of %u bytes is cut off by the end of the file", h->len);
+        return REC_SHORT;
+    }
+    if (reserve(r, h->len ? h->len : 1) < 0) {
+        snprintf(why, whylen, "out of memory for a record of %u bytes", h->len);
+        return REC_IO;
+    }
+    rc = pread_full(r->fd, r->payload, h->len, r->off + IOT_STORE_RECORD_HEADER);
+    if (rc != 0) {
+        snprintf(why, whylen, "read error: %s", rc < 0 ? strerror(errno) : "file shrank");
+        return REC_IO;
+    }
+    uint32_t crc = crc_of(r->payload, h->len);
+    if (crc != h->crc) {
+        snprintf(why, whylen, "CRC mismatch (stored 0x%08x, computed 0x%08x)", h->crc, crc);
+        return REC_BAD_CRC;
+    }
+    r->off += IOT_STORE_RECORD_HEADER + h->len;
+    return REC_OK;
+}
+
+/* 0: valid header; 1: the file is shorter than a header; -1: not a segment. */
+static int check_file_header(int fd, uint64_t size, char *why, size_t whylen)
+{
+    if (size < IOT_STORE_FILE_HEADER)
+        return 1;
+    uint8_t hb[IOT_STORE_FILE_HEADER];
+    if (pread_full(fd, hb, sizeof hb, 0) != 0) {
+        snprintf(why, whylen, "cannot read the file header: %s", strerror(errno));
+        return -1;
+    }
+    if (memcmp(hb, IOT_STORE_FILE_MAGIC, 8) != 0) {
+        snprintf(why, whylen, "bad file magic (not an iotrace store segment)");
+        return -1;
+    }
+    uint32_t version = iot_get_u32(hb + 8);
+    if (version != IOT_STORE_FORMAT_VERSION) {
+        snprintf(why, whylen, "unsupported store format version %u (this build reads %u)",
+                 version, IOT_STORE_FORMAT_VERSION);
+        return -1;
+    }
+    return 0;
+}
+
+static int open_segment(const char *dir, uint32_t num, int flags, uint64_t *size, char *err,
+                        size_t errlen)
+{
+    char path[PATH_MAX];
+    segment_path(path, sizeof path, dir, num);
+    int fd = open(path, flags | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_reader *r,
+                        iot_store_scan_fn fn, void *ctx, char *err, size_t errlen)
+{
+    char name[32], why[256] = "";
+    segment_name(name, sizeof name, num);
+    r->fd = open_segment(dir, num, O_RDONLY, &r->size, err, errlen);
+    if (r->fd < 0)
+        return -1;
+    int rc = check_file_header(r->fd, r->size, why, sizeof why);
+    if (rc != 0) {
+        close(r->fd);
+        if (rc > 0 && is_last)
+            return 0; /* a writer has just created it */
+        return fail(err, errlen, "%s/%s: %s", dir, name,
+                    rc > 0 ? "truncated inside its file header" : why);
+    }
+    r->off = IOT_STORE_FILE_HEADER;
+    struct rec_header h;
+    enum rec_result res = REC_END;
+    rc = 0;
+    while (rc == 0 && (res = read_record(r, &h, why, sizeof why)) == REC_OK)
+        rc = fn(ctx, r->payload, h.len, h.recv_ns);
+    close(r->fd);
+    if (rc != 0 || res == REC_END || (res == REC_SHORT && is_last))
+        return rc;
+    if (res == REC_SHORT)
+        return fail(err, errlen, "%s/%s: truncated record at offset %llu (%s)", dir, name,
+                    (unsigned long long)r->off, why);
+    return fail(err, errlen, "%s/%s: %s at offset %llu", dir, name, why,
+                (unsigned long long)r->off);
+}
+
+int iot_store_scan(const char *dir, iot_store_scan_fn fn, void *ctx, char *err, size_t errlen)
+{
+    struct seglist segs;
+    if (list_segments(dir, &segs, err, errlen) < 0)
+        return -1;
+    if (segs.n == 0) {
+        free(segs.num);
+        return fail(err, errlen, "%s holds no segment files: not an iotrace store", dir);
+    }
+    struct seg_reader r = {.fd = -1};
+    int rc = 0;
+    for (size_t i = 0; i < segs.n && rc == 0; i++)
+        rc = scan_segment(dir, segs.num[i], i + 1 == segs.n, &r, fn, ctx, err, errlen);
+    free(r.payload);
+    free(segs.num);
+    return rc;
+}
+
+static int store_fail(struct iot_store *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Any write error may have left a partial record behind; refusing further
+ * writes keeps the collector from acknowledging anything after it. */
+static int store_fail(struct iot_store *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->error, sizeof s->error, fmt, ap);
+    va_end(ap);
+    s->failed = 1;
+    return -1;
+}
+
+static int make_dirs(const char *dir, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return fail(err, errlen, "store path too long: %s", dir);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+            return fail(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return fail(err, errlen, "cannot create store directory %s: %s", path, strerror(errno));
+    return 0;
+}
+
+static int sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+static void lock_holder(int fd, char *buf, size_t len)
+{
+    char text[32] = "";
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    long pid = n > 0 ? strtol(text, NULL, 10) : 0;
+    if (pid > 0)
+        snprintf(buf, len, " by pid %ld", pid);
+    else
+        buf[0] = '\0';
+}
+
+static int take_lock(struct iot_store *s, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/LOCK", s->dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0)
+        return fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        char holder[48];
+        lock_holder(s->lock_fd, holder, sizeof holder);
+        if (e == EWOULDBLOCK)
+            return fail(err, errlen,
+                        "store %s is in use by another collector (%s is locked%s)", s->dir,
+                        path, holder);
+        return fail(err, errlen, "cannot lock %s: %s", path, strerror(e));
+    }
+    /* The pid is only for the message above; the lock itself is the flock. */
+    char pid[24];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(s->lock_fd, 0) < 0 || pwrite(s->lock_fd, pid, (size_t)n, 0) != n)
+        iot_warn("cannot record the pid in %s: %s", path, strerror(errno));
+    return 0;
+}
+
+static int create_segment(struct iot_store *s, uint32_t num, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    segment_path(path, sizeof path, s->dir, num);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return fail(err, errlen, "cannot create %s: %s", path, strerror(errno));
+    uint8_t hb[IOT_STORE_FILE_HEADER];
+    file_header(hb);
+    if (write_full(fd, hb, sizeof hb) < 0 || fdatasync(fd) < 0 || sync_dir(s->dir) < 0) {
+        fail(err, errlen, "cannot initialise %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    s->fd = fd;
+    s->segment = num;
+    s->seg_bytes = IOT_STORE_FILE_HEADER;
+    return 0;
+}
+
+static int all_zero_from(int fd, uint64_t off, uint64_t size)
+{
+    uint8_t chunk[4096];
+    while (off < size) {
+        size_t n = size - off < sizeof chunk ? (size_t)(size - off) : sizeof chunk;
+        if (pread_full(fd, chunk, n, off) != 0)
+            return 0;
+        for (size_t i = 0; i < n; i++)
+            if (chunk[i])
+                return 0;
+        off += n;
+    }
+    return 1;
+}
+
+/* A crash can leave the last record half written, written with a bad CRC, or
+ * (on file systems that extend before writing data) as trailing zeros.
+ * Anything else is damage a human should look at. */
+static int is_torn_tail(struct seg_reader *r, enum rec_result res, const struct rec_header *h)
+{
+    if (res == REC_SHORT)
+        return 1;
+    if (res == REC_BAD_CRC)
+        return r->off + IOT_STORE_RECORD_HEADER + h->len == r->size;
+    if (res == REC_BAD_HEADER)
+        return all_zero_from(r->fd, r->off, r->size);
+    return 0;
+}
+
+/* Walks the last segment to the end of its last intact record. */
+static int find_good_end(struct iot_store *s, struct seg_reader *r, const char *name,
+                         char *err, size_t errlen)
+{
+    char why[256] = "";
+    struct rec_header h;
+    enum rec_result res;
+    r->off = IOT_STORE_FILE_HEADER;
+    while ((res = read_record(r, &h, why, sizeof why)) == REC_OK)
+        ;
+    if (res == REC_END || is_torn_tail(r, res, &h))
+        return 0;
+    return fail(err, errlen, "%s/%s: %s at offset %llu; refusing to append to a damaged store",
+                s->dir, name, why, (unsigned long long)r->off);
+}
+
+static int cut_tail(struct iot_store *s, int fd, const char *name, uint64_t good, uint64_t size,
+                    char *err, size_t errlen)
+{
+    if (ftruncate(fd, (off_t)good) < 0 || fdatasync(fd) < 0)
+        return fail(err, errlen, "cannot truncate %s/%s: %s", s->dir, name, strerror(errno));
+    iot_warn("store: cut %llu bytes of an incomplete record at the end of %s/%s (offset %llu)",
+             (unsigned long long)(size - good), s->dir, name, (unsigned long long)good);
+    return 0;
+}
+
+static int rewrite_file_header(struct iot_store *s, int fd, const char *name, uint64_t size,
+                               char *err, size_t errlen)
+{
+    uint8_t hb[IOT_STORE_FILE_HEADER];
+    file_header(hb);
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, hb, sizeof hb, 0) != (ssize_t)sizeof hb ||
+        fdatasync(fd) < 0)
+        return fail(err, errlen, "cannot rewrite %s/%s: %s", s->dir, name, strerror(errno));
+    iot_warn("store: %s/%s had an incomplete file header (%llu bytes); rewrote it", s->dir,
+             name, (unsigned long long)size);
+    return 0;
+}
+
+static int recover_last(struct iot_store *s, uint32_t num, char *err, size_t errlen)
+{
+    char name[32], why[256] = "";
+    segment_name(name, sizeof name, num);
+    struct seg_reader r = {.fd = -1};
+    r.fd = open_segment(s->dir, num, O_RDWR | O_APPEND, &r.size, err, errlen);
+    if (r.fd < 0)
+        return -1;
+    int rc = check_file_header(r.fd, r.size, why, sizeof why);
+    if (rc > 0)
+        rc = rewrite_file_header(s, r.fd, name, r.size, err, errlen);
+    else if (rc < 0)
+        fail(err, errlen, "%s/%s: %s", s->dir, name, why);
+    else if ((rc = find_good_end(s, &r, name, err, errlen)) == 0 && r.off < r.size)
+        rc = cut_tail(s, r.fd, name, r.off, r.size, err, errlen);
+    free(r.payload);
+    if (rc < 0) {
+        close(r.fd);
+        return -1;
+    }
+    s->fd = r.fd;
+    s->segment = num;
+    s->seg_bytes = r.size < IOT_STORE_FILE_HEADER ? IOT_STORE_FILE_HEADER : r.off;
+    return 0;
+}
+
+static int open_for_writing(struct iot_store *s, char *err, size_t errlen)
+{
+    if (make_dirs(s->dir, err, errlen) < 0 || take_lock(s, err, errlen) < 0)
+        return -1;
+    s->buf = malloc(WRITE_BUFFER);
+    if (!s->buf)
+        return fail(err, errlen, "out of memory for the store buffer");
+    struct seglist segs;
+    if (list_segments(s->dir, &segs, err, errlen) < 0)
+        return -1;
+    int rc = segs.n == 0 ? create_segment(s, 1, err, errlen)
+                         : recover_last(s, segs.num[segs.n - 1], err, errlen);
+    free(segs.num);
+    return rc;
+}
+
+static int check_readable(struct iot_store *s, char *err, size_t errlen)
+{
+    struct seglist segs;
+    if (list_segments(s->dir, &segs, err, errlen) < 0)
+        return -1;
+    free(segs.num);
+    if (segs.n == 0)
+        return fail(err, errlen, "%s holds no segment files: not an iotrace store", s->dir);
+    return 0;
+}
+
+static void store_free(struct iot_store *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd); /* releases the flock */
+    free(s->buf);
+    free(s->dir);
+    free(s);
+}
+
+struct iot_store *iot_store_open(const char *dir, int writable, char *err, size_t errlen)
+{
+    struct iot_store *s = calloc(1, sizeof *s);
+    if (!s || !(s->dir = strdup(dir))) {
+        free(s);
+        fail(err, errlen, "out of memory opening the store");
+        return NULL;
+    }
+    s->writable = writable;
+    s->fd = s->lock_fd = -1;
+    s->seg_limit = IOT_STORE_DEFAULT_SEGMENT_SIZE;
+    int rc = writable ? open_for_writing(s, err, errlen) : check_readable(s, err, errlen);
+    if (rc < 0) {
+        store_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void iot_store_set_segment_size(struct iot_store *s, uint64_t bytes)
+{
+    s->seg_limit = bytes < IOT_STORE_MIN_SEGMENT_SIZE ? IOT_STORE_MIN_SEGMENT_SIZE : bytes;
+}
+
+uint32_t iot_store_segment(const struct iot_store *s) { return s->segment; }
+
+const char *iot_store_error(const struct iot_store *s) { return s->error; }
+
+static int flush_buffer(struct iot_store *s)
+{
+    if (s->buf_len == 0)
+        return 0;
+    if (write_full(s->fd, s->buf, s->buf_len) < 0) {
+        char name[32];
+        segment_name(name, sizeof name, s->segment);
+        return store_fail(s, "write to %s/%s failed: %s", s->dir, name, strerror(errno));
+    }
+    s->buf_len = 0;
+    return 0;
+}
+
+static int put_bytes(struct iot_store *s, const uint8_t *p, size_t len)
+{
+    if (s->buf_len + len > WRITE_BUFFER && flush_buffer(s) < 0)
+        return -1;
+    if (len >= WRITE_BUFFER) {
+        if (write_full(s->fd, p, len) < 0)
+            return store_fail(s, "write to store segment %u failed: %s", s->segment,
+                              strerror(errno));
+        return 0;
+    }
+    memcpy(s->buf + s->buf_len, p, len);
+    s->buf_len += len;
+    return 0;
+}
+
+static int sync_segment(struct iot_store *s)
+{
+    if (flush_buffer(s) < 0)
+        return -1;
+    if (fdatasync(s->fd) < 0) {
+        char name[32];
+        segment_name(name, sizeof name, s->segment);
+        return store_fail(s, "fdatasync of %s/%s failed: %s", s->dir, name, strerror(errno));
+    }
+    return 0;
+}
+
+/* The finished segment is synced before the next one exists, so a record
+ * that iot_store_sync() has covered never depends on an earlier unsynced one. */
+static int rotate(struct iot_store *s)
+{
+    if (sync_segment(s) < 0)
+        return -1;
+    close(s->fd);
+    s->fd = -1;
+    char why[512];
+    if (create_segment(s, s->segment + 1, why, sizeof why) < 0)
+        return store_fail(s, "%s", why);
+    iot_info("store: started segment %u", s->segment);
+    return 0;
+}
+
+int iot_store_append(struct iot_store *s, const uint8_t *batch, size_t len, uint64_t recv_ns)
+{
+    if (!s->writable)
+        return store_fail(s, "store %s is open read-only", s->dir);
+    if (s->failed)
+        return -1;
+    if (len > IOT_WIRE_MAX_BATCH)
+        return store_fail(s, "record of %zu bytes exceeds the limit of %u", len,
+                          IOT_WIRE_MAX_BATCH);
+    uint64_t rec = IOT_STORE_RECORD_HEADER + (uint64_t)len;
+    if (s->seg_bytes > IOT_STORE_FILE_HEADER && s->seg_bytes + rec > s->seg_limit &&
+        rotate(s) < 0)
+        return -1;
+    uint8_t hb[IOT_STORE_RECORD_HEADER];
+    put_header(hb, (uint32_t)len, crc_of(batch, len), recv_ns);
+    if (put_bytes(s, hb, sizeof hb) < 0 || put_bytes(s, batch, len) < 0)
+        return -1;
+    s->seg_bytes += rec;
+    return 0;
+}
+
+int iot_store_sync(struct iot_store *s)
+{
+    if (!s->writable)
+        return 0;
+    if (s->failed)
+        return -1;
+    return sync_segment(s);
+}
+
+int iot_store_close(struct iot_store *s)
+{
+    if (!s)
+        return 0;
+    int rc = 0;
+    if (s->writable && !s->failed && sync_segment(s) < 0) {
+        iot_err("store: %s", s->error);
+        rc = -1;
+    }
+    store_free(s);
+    return rc;
+}

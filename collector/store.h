@@ -1,0 +1,63 @@
+/* The collector's durable store: append-only segment files in a directory.
+ * Byte layout in docs/store-format.md.
+ *
+ * One writer (the collector, holding DIR/LOCK) appends records and makes them
+ * durable with iot_store_sync(); any number of readers scan the directory at
+ * the same time without locking, seeing a consistent prefix. */
+#ifndef IOT_STORE_H
+#define IOT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define IOT_STORE_FILE_MAGIC "IOTSTORE"
+#define IOT_STORE_FORMAT_VERSION 1u
+#define IOT_STORE_FILE_HEADER 16u
+#define IOT_STORE_RECORD_MAGIC 0x53525449u /* "ITRS" read as little-endian u32 */
+#define IOT_STORE_RECORD_VERSION 1u
+#define IOT_STORE_RECORD_HEADER 24u
+#define IOT_STORE_DEFAULT_SEGMENT_SIZE (256ull << 20)
+#define IOT_STORE_MIN_SEGMENT_SIZE 4096ull
+
+struct iot_store;
+
+/* Called for every stored record in order; a non-zero return stops the scan
+ * and becomes iot_store_scan()'s result. */
+typedef int (*iot_store_scan_fn)(void *ctx, const uint8_t *batch, size_t len,
+                                 uint64_t recv_ns);
+
+/* Opens the store in `dir`.  Writable: creates the directory if needed, takes
+ * DIR/LOCK (fails if another process holds it) and cuts a torn final record
+ * left by a crash.  Read-only: checks that `dir` holds a store.  NULL with a
+ * reason in err on failure. */
+struct iot_store *iot_store_open(const char *dir, int writable, char *err, size_t errlen);
+
+/* Size at which the writer starts a new segment (at least
+ * IOT_STORE_MIN_SEGMENT_SIZE; a single larger record gets a segment of its own). */
+void iot_store_set_segment_size(struct iot_store *s, uint64_t bytes);
+
+/* Buffers one record.  Nothing is durable until iot_store_sync() returns 0.
+ * After any failure the store refuses further writes: the caller must not
+ * acknowledge what it appended. */
+int iot_store_append(struct iot_store *s, const uint8_t *batch, size_t len, uint64_t recv_ns);
+
+/* Writes buffered records and fdatasyncs them. */
+int iot_store_sync(struct iot_store *s);
+
+/* Reason for the last failed append/sync/close. */
+const char *iot_store_error(const struct iot_store *s);
+
+/* Number of the segment being written (1, 2, ...); 0 for a read-only store. */
+uint32_t iot_store_segment(const struct iot_store *s);
+
+/* Syncs (if writable), releases the lock and frees the store.  Returns -1 if
+ * the final sync failed (the reason is logged). */
+int iot_store_close(struct iot_store *s);
+
+/* Reads every record of the store in `dir` in order, without locking.  An
+ * incomplete record at the very end of the last segment is taken as the end
+ * (a writer may be in the middle of it); any other damage is an error naming
+ * the segment file and byte offset.  Returns 0 at the end, -1 on error. */
+int iot_store_scan(const char *dir, iot_store_scan_fn fn, void *ctx, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,37 @@
+# The node agent: unit tests of its pending store, and integration tests
+# that run the real iotrace-agent between the synthetic producer and a
+# scriptable test collector (tests/tools/agent-test.sh).
+add_executable(iotrace-producer ${IOTRACE_TEST_DIR}/tools/iotrace-producer.c)
+target_link_libraries(iotrace-producer PRIVATE iotrace-wire iotrace-common PkgConfig::ZMQ)
+
+add_executable(test-agent-collector ${IOTRACE_TEST_DIR}/unit/test_agent_collector.c)
+target_link_libraries(test-agent-collector PRIVATE iotrace-wire iotrace-common PkgConfig::ZMQ)
+
+add_executable(test_agent_spool ${IOTRACE_TEST_DIR}/unit/test_agent_spool.c)
+target_link_libraries(test_agent_spool PRIVATE iotrace-agent-core PkgConfig::CMOCKA)
+add_test(NAME agent.spool COMMAND test_agent_spool)
+
+foreach(case usage exactly_once slow_acks collector_restart collector_dies never_ack
+             garbage backpressure)
+  add_test(NAME agent.${case}
+           COMMAND ${IOTRACE_TEST_DIR}/tools/agent-test.sh ${case}
+                   $<TARGET_FILE:iotrace-agent> $<TARGET_FILE:iotrace-producer>
+                   $<TARGET_FILE:test-agent-collector>)
+  set_tests_properties(agent.${case} PROPERTIES TIMEOUT 120 LABELS agent)
+endforeach()
+
+# Not a test: `cmake --build . --target bench-transport` prints events/s.
+add_custom_target(bench-transport
+  COMMAND ${IOTRACE_TEST_DIR}/tools/bench-transport.sh
+          --agent $<TARGET_FILE:iotrace-agent> --producer $<TARGET_FILE:iotrace-producer>
+          --collector $<TARGET_FILE:test-agent-collector>
+  DEPENDS iotrace-agent iotrace-producer test-agent-collector
+  USES_TERMINAL)
+if(TARGET iotrace-collector)
+  add_custom_target(bench-transport-collector
+    COMMAND ${IOTRACE_TEST_DIR}/tools/bench-transport.sh
+            --agent $<TARGET_FILE:iotrace-agent> --producer $<TARGET_FILE:iotrace-producer>
+            --collector $<TARGET_FILE:iotrace-collector>
+    DEPENDS iotrace-agent iotrace-producer iotrace-collector
+    USES_TERMINAL)
+endif()

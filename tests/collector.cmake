@@ -1,0 +1,20 @@
+# The collector: its store and duplicate table as unit tests, and the real
+# iotrace-collector and iotrace-export end to end over ZeroMQ on loopback,
+# driven by a small protocol client (tests/unit/collector_client.c).
+add_executable(test_store ${IOTRACE_TEST_DIR}/unit/test_store.c)
+target_link_libraries(test_store PRIVATE iotrace-store PkgConfig::CMOCKA)
+add_test(NAME collector.store COMMAND test_store)
+
+add_executable(test_collector_dedup ${IOTRACE_TEST_DIR}/unit/test_collector_dedup.c)
+target_link_libraries(test_collector_dedup PRIVATE iotrace-dedup PkgConfig::CMOCKA)
+add_test(NAME collector.dedup COMMAND test_collector_dedup)
+
+add_executable(collector_client ${IOTRACE_TEST_DIR}/unit/collector_client.c)
+target_link_libraries(collector_client PRIVATE iotrace-wire iotrace-common PkgConfig::ZMQ)
+
+add_test(NAME collector.end_to_end
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/collector_test.py
+          $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-export>
+          $<TARGET_FILE:collector_client>)
+set_tests_properties(collector.end_to_end PROPERTIES TIMEOUT 180 LABELS collector)
+set_tests_properties(collector.store collector.dedup PROPERTIES LABELS collector)

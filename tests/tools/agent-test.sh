@@ -1,0 +1,306 @@
+#!/bin/bash
+# Integration tests of iotrace-agent: the real agent between the synthetic
+# producer (ipc, temporary directory) and the test collector (tcp, loopback,
+# random port).
+#
+#   agent-test.sh CASE AGENT PRODUCER TEST_COLLECTOR
+#
+# The test collector appends one line per event to $T/record (HELLO,
+# STORED, DUPLICATE, REJECTED) and reads it back when restarted, so the file
+# is the ground truth for "arrived exactly once".
+set -u
+CASE=$1 AGENT=$2 PRODUCER=$3 COLLECTOR=$4
+
+T=$(mktemp -d /tmp/iotrace-agent-test.XXXXXX)
+SOCK="ipc://$T/run/agent.sock"
+REC=$T/record
+APID= CPID=
+
+cleanup() {
+    [ -n "$APID" ] && kill -KILL "$APID" 2>/dev/null
+    [ -n "$CPID" ] && kill -KILL "$CPID" 2>/dev/null
+    wait 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+fail() {
+    echo "FAIL ($CASE): $*"
+    for f in "$T"/*.log; do
+        [ -f "$f" ] && { echo "--- $f"; tail -40 "$f"; }
+    done
+    [ -f "$REC" ] && { echo "--- record (last lines)"; tail -10 "$REC"; }
+    exit 1
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+PORT=$(free_port)
+
+start_collector() {
+    "$COLLECTOR" --listen "tcp://127.0.0.1:$PORT" --record "$REC" "$@" >>"$T/collector.log" 2>&1 &
+    CPID=$!
+}
+
+start_agent() {
+    "$AGENT" --collector "tcp://127.0.0.1:$PORT" --listen "$SOCK" --node testnode \
+        --stats-interval 1s "$@" >>"$T/agent.log" 2>&1 &
+    APID=$!
+}
+
+# Sends SIGTERM and waits; sets AGENT_RC and AGENT_SECONDS.
+stop_agent() {
+    local t0=$(date +%s.%N)
+    kill -TERM "$APID"
+    wait "$APID"
+    AGENT_RC=$?
+    AGENT_SECONDS=$(echo "$(date +%s.%N) - $t0" | bc)
+    APID=
+}
+
+stop_collector() {
+    kill -TERM "$CPID" 2>/dev/null
+    wait "$CPID" 2>/dev/null
+    CPID=
+}
+
+# wait_for SECONDS DESCRIPTION COMMAND...
+wait_for() {
+    local limit=$1 what=$2
+    shift 2
+    local deadline=$((SECONDS + limit))
+    until "$@"; do
+        [ $SECONDS -ge $deadline ] && fail "timed out waiting for $what"
+        sleep 0.05
+    done
+}
+
+stored_count() { grep -c '^STORED' "$REC" 2>/dev/null || echo 0; }
+has_stored() { [ "$(stored_count)" -ge "$1" ]; }
+has_line() { grep -q "$1" "$2" 2>/dev/null; }
+
+# The value of one counter in the agent's last stats line.
+final_stat() {
+    grep 'stats:' "$T/agent.log" | tail -1 | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+
+expect_stat() {
+    local v
+    v=$(final_stat "$1")
+    [ "$v" = "$2" ] || fail "agent stat $1 is '$v', expected $2"
+}
+
+# run_producer NAME ARGS...: runs in the foreground, output in $T/NAME.out.
+run_producer() {
+    local name=$1
+    shift
+    "$PRODUCER" --agent "$SOCK" --node testnode "$@" >"$T/$name.out" 2>>"$T/producer.log" ||
+        fail "producer $name failed"
+}
+
+producer_key() { sed -n 's/^key=\([^ ]*\) .*/\1/p' "$T/$1.out"; }
+
+# Every seq 0..N-1 of a producer stored exactly once, nothing else from it.
+check_exactly_once() {
+    local key=$1 n=$2
+    awk -v key="$key" -v n="$n" '
+        $1 == "STORED" && $2 == key { seen[$4]++; total++ }
+        END {
+            for (s = 0; s < n; s++)
+                if (seen[s] != 1) { printf "seq %d stored %d times\n", s, seen[s]; bad = 1 }
+            if (total != n) { printf "%d STORED lines, expected %d\n", total, n; bad = 1 }
+            exit bad
+        }' "$REC" >"$T/check.out" || fail "producer $key: $(head -3 "$T/check.out")"
+}
+
+case_usage() {
+    "$AGENT" --help >"$T/help.out" 2>&1 || fail "--help exited with $?"
+    for opt in collector listen node max-pending credit-timeout drain-timeout stats-interval \
+               log-level config help version; do
+        grep -q -- "--$opt" "$T/help.out" || fail "--help does not mention --$opt"
+    done
+    local rc
+    for bad in "--bogus" "--max-pending 12Q" "--drain-timeout soon" "--credit-timeout 0" \
+               "--log-level loud" "--node" "stray-argument" "--config $T/missing.conf"; do
+        # shellcheck disable=SC2086
+        "$AGENT" $bad >"$T/bad.out" 2>&1
+        rc=$?
+        [ $rc -eq 2 ] || fail "'$bad' exited with $rc, expected 2"
+        [ -s "$T/bad.out" ] || fail "'$bad' printed no message"
+    done
+    printf 'bogus-key = 1\n' >"$T/bad.conf"
+    "$AGENT" --config "$T/bad.conf" >/dev/null 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || fail "unknown config key exited with $rc, expected 2"
+
+    # A config file works, the command line wins over it, and a stale socket
+    # file is replaced.
+    mkdir -p "$T/run"
+    python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])" \
+        "$T/run/agent.sock"
+    cat >"$T/agent.conf" <<CONF
+# test configuration
+collector = tcp://127.0.0.1:$PORT
+listen = ipc://$T/elsewhere.sock
+node = fromconfig
+drain-timeout = 1s
+CONF
+    "$AGENT" --config "$T/agent.conf" --listen "$SOCK" >>"$T/agent.log" 2>&1 &
+    APID=$!
+    wait_for 10 "the agent to listen" has_line "listening for producers on $SOCK" "$T/agent.log"
+    has_line "removing stale socket" "$T/agent.log" || fail "stale socket not reported"
+    has_line "as node 'fromconfig'" "$T/agent.log" || fail "node from config not used"
+    # A second agent on the same socket must refuse to start.
+    "$AGENT" --listen "$SOCK" >"$T/second.log" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || fail "second agent on a live socket exited with $rc, expected 1"
+    grep -q "already listening" "$T/second.log" || fail "second agent gave no reason"
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+}
+
+case_exactly_once() {
+    start_collector
+    start_agent
+    for p in a b c; do
+        run_producer $p --batches 40 --events-per-batch 1000 --rank 1 &
+    done
+    wait_for 30 "120 stored batches" has_stored 120
+    wait %1 %2 %3 2>/dev/null
+    sleep 0.3
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    for p in a b c; do check_exactly_once "$(producer_key $p)" 40; done
+    expect_stat received 120
+    expect_stat acked 120
+    expect_stat pending 0
+    expect_stat duplicate 0
+    expect_stat invalid 0
+    has_line "all batches acknowledged" "$T/agent.log" || fail "no drain message"
+}
+
+case_slow_acks() {
+    start_collector --credit 4 --ack-delay 20
+    start_agent
+    run_producer a --batches 30 --events-per-batch 500 &
+    run_producer b --batches 30 --events-per-batch 500 --rank 2 &
+    wait_for 30 "60 stored batches" has_stored 60
+    wait
+    stop_agent
+    for p in a b; do check_exactly_once "$(producer_key $p)" 30; done
+    expect_stat received 60
+    expect_stat forwarded 60
+    expect_stat pending 0
+}
+
+case_collector_restart() {
+    start_collector --credit 4 --ack-delay 20
+    start_agent
+    run_producer a --batches 200 --events-per-batch 500
+    wait_for 30 "40 stored batches" has_stored 40
+    kill -KILL "$CPID"
+    wait "$CPID" 2>/dev/null
+    local before
+    before=$(stored_count)
+    [ "$before" -lt 200 ] || fail "collector finished before it could be killed"
+    wait_for 20 "the agent to notice" has_line "lost the connection" "$T/agent.log"
+    sleep 0.5
+    start_collector --credit 16
+    wait_for 60 "200 stored batches" has_stored 200
+    sleep 0.3
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    check_exactly_once "$(producer_key a)" 200
+    [ "$(grep -c '^HELLO' "$REC")" -ge 2 ] || fail "no second HELLO"
+    [ "$(awk '/^HELLO/ {print $3}' "$REC" | sort -u | wc -l)" -eq 1 ] ||
+        fail "session id changed across reconnects"
+    [ "$(final_stat reconnects)" -ge 1 ] || fail "reconnect not counted"
+    expect_stat received 200
+    expect_stat acked 200
+    expect_stat pending 0
+}
+
+case_collector_dies() {
+    # Stores batch 25, then dies before acknowledging it: the resend must be
+    # answered DUPLICATE and still count as delivered.
+    start_collector --die-after 25
+    start_agent
+    run_producer a --batches 60 --events-per-batch 200
+    wait "$CPID"
+    [ $? -eq 3 ] || fail "test collector did not die as asked"
+    CPID=
+    start_collector
+    wait_for 30 "60 stored batches" has_stored 60
+    wait_for 10 "the duplicate" has_line "^DUPLICATE" "$REC"
+    sleep 0.3
+    stop_agent
+    check_exactly_once "$(producer_key a)" 60
+    [ "$(final_stat duplicate)" -ge 1 ] || fail "duplicate ACK not counted"
+    [ "$(final_stat resent)" -ge 1 ] || fail "resend not counted"
+    expect_stat acked 60
+    expect_stat pending 0
+}
+
+case_never_ack() {
+    start_collector --no-ack
+    start_agent --drain-timeout 1s --credit-timeout 1s
+    run_producer a --batches 20 --events-per-batch 200
+    wait_for 20 "20 stored batches" has_stored 20
+    # With no acknowledgement for the credit timeout the agent reconnects and
+    # resends; the collector sees the same batches again.
+    wait_for 20 "a resend after the credit timeout" has_line "^DUPLICATE" "$REC"
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    [ "$(echo "$AGENT_SECONDS < 3" | bc)" -eq 1 ] ||
+        fail "agent took $AGENT_SECONDS s to stop with a 1 s drain timeout"
+    has_line "20 batches ([0-9]* bytes) remain unacknowledged" "$T/agent.log" ||
+        fail "unacknowledged batches not reported"
+    has_line "no acknowledgement from collector" "$T/agent.log" || fail "credit timeout not logged"
+    expect_stat pending 20
+    expect_stat acked 0
+}
+
+case_garbage() {
+    start_collector
+    start_agent
+    local kinds="truncated flip version magic garbage empty multipart"
+    for k in $kinds; do
+        run_producer bad-$k --bad $k --batches 3 --events-per-batch 50
+    done
+    run_producer good --batches 10 --events-per-batch 100
+    wait_for 20 "10 stored batches" has_stored 10
+    kill -0 "$APID" 2>/dev/null || fail "agent died on garbage"
+    sleep 1.2 # one stats interval, so the counters are logged
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    check_exactly_once "$(producer_key good)" 10
+    expect_stat invalid 21
+    expect_stat received 10
+    local logged
+    logged=$(grep -c "rejected a message from a producer" "$T/agent.log")
+    [ "$logged" -ge 1 ] || fail "rejections not logged"
+    [ "$logged" -lt 21 ] || fail "rejection log not rate limited ($logged lines for 21)"
+    grep -q '^REJECTED\|^UNREADABLE' "$REC" && fail "garbage reached the collector"
+    return 0
+}
+
+case_backpressure() {
+    start_collector --no-ack
+    start_agent --max-pending 200K --drain-timeout 0.5s
+    run_producer a --batches 300 --events-per-batch 1000 --nonblocking --hwm 5 --rate 300K
+    wait_for 10 "the full store" has_line "pending store full" "$T/agent.log"
+    local dropped
+    dropped=$(sed -n 's/.*dropped_batches=\([0-9]*\).*/\1/p' "$T/a.out")
+    [ "$dropped" -gt 0 ] || fail "producer dropped nothing although the agent stopped reading"
+    sleep 1.2
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    local bytes
+    bytes=$(final_stat pending_bytes)
+    [ "$bytes" -le $((200 * 1024 + 64 * 1024)) ] || fail "pending store grew to $bytes bytes"
+    [ "$(final_stat received)" -lt 300 ] || fail "agent took every batch despite the limit"
+}
+
+"case_$CASE"
+echo "PASS ($CASE)"

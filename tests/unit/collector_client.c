@@ -1,0 +1,525 @@
+/* Test client for iotrace-collector: speaks the agent side of common/link.h
+ * over a DEALER socket, sends fixed batches (valid, duplicate, damaged) and
+ * garbage, and checks every answer.  Driven by tests/collector_test.py,
+ * which also knows the exact events these batches hold.
+ *
+ *   collector_client ENDPOINT first|second|fuzz EXPECTED_CREDIT */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+#include <zmq.h>
+
+#include "link.h"
+#include "wire.h"
+
+#define T0 1700000000000000000ll
+#define TIMEOUT_MS 15000
+#define MAX_PARTS 16
+
+static const char *phase;
+static int failures;
+
+struct reply {
+    zmq_msg_t part[MAX_PARTS];
+    int n;
+};
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void check(int ok, const char *fmt, ...)
+{
+    if (ok)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "collector_client %s: FAIL: ", phase);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    failures++;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "collector_client %s: %s: %s\n", phase, what, zmq_strerror(zmq_errno()));
+    exit(1);
+}
+
+/* ---- batches ---------------------------------------------------------- */
+
+static iot_producer producer(const char *node, uint32_t pid, uint64_t start,
+                             Iotrace__ProducerKind kind, const char *job, int32_t rank,
+                             const char *server)
+{
+    iot_producer p = IOTRACE__PRODUCER__INIT;
+    p.node = (char *)node;
+    p.pid = pid;
+    p.start_time_ns = start;
+    p.kind = kind;
+    p.job = (char *)job;
+    p.rank = rank;
+    p.server = (char *)server;
+    return p;
+}
+
+static iot_producer prod_a(void)
+{
+    return producer("nodeA", 1001, 1000, IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT, "job42", 0, "");
+}
+
+static iot_producer prod_b(void)
+{
+    return producer("nodeB", 2002, 2000, IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT, "job42", 1, "");
+}
+
+static iot_producer prod_c(void)
+{
+    return producer("store1", 3003, 3000, IOTRACE__PRODUCER_KIND__PRODUCER_SERVER, "", -1,
+                    "brick1");
+}
+
+static iot_producer prod_d(void)
+{
+    return producer("nodeA", 4004, 4000, IOTRACE__PRODUCER_KIND__PRODUCER_AGENT, "", -1, "");
+}
+
+struct blob {
+    uint8_t *data;
+    size_t len;
+};
+
+static struct blob encode(const iot_producer *p, uint64_t epoch, uint64_t seq, const iot_body *body)
+{
+    struct blob b;
+    char err[256];
+    if (iot_wire_encode(p, epoch, seq, body, &b.data, &b.len, err, sizeof err) < 0) {
+        fprintf(stderr, "collector_client: encode: %s\n", err);
+        exit(1);
+    }
+    return b;
+}
+
+static struct blob batch_a0(void)
+{
+    Iotrace__FileName f = IOTRACE__FILE_NAME__INIT;
+    f.id = 0x1111;
+    f.path = "/data/out.dat";
+    Iotrace__FileName *files[] = {&f};
+
+    uint32_t m_func[] = {15, 16}, m_tid[] = {1001, 1001};
+    uint64_t m_callid[] = {1, 2}, m_file[] = {0x1111, 0x1111}, m_bytes[] = {4096, 4096};
+    uint64_t m_xfer[] = {4096, 4096}, m_dur[] = {5000, 4000}, m_coll[] = {0, 1};
+    int64_t m_off[] = {0, 4096}, m_t[] = {T0 + 1000, T0 + 8000};
+    int32_t m_ret[] = {0, 0};
+    Iotrace__MpiioEvents m = IOTRACE__MPIIO_EVENTS__INIT;
+    m.n_func = m.n_tid = m.n_callid = m.n_file = m.n_offset = m.n_bytes = m.n_xfer = 2;
+    m.n_t_start = m.n_duration = m.n_ret = m.n_coll_seq = 2;
+    m.func = m_func, m.tid = m_tid, m.callid = m_callid, m.file = m_file, m.offset = m_off;
+    m.bytes = m_bytes, m.xfer = m_xfer, m.t_start = m_t, m.duration = m_dur, m.ret = m_ret;
+    m.coll_seq = m_coll;
+    iot_wire_delta_encode(m_t, 2);
+
+    uint32_t p_func[] = {141, 144}, p_tid[] = {1001, 1002};
+    uint64_t p_callid[] = {1, 0}, p_file[] = {0x1111, 0x2222}, p_bytes[] = {4096, 100};
+    uint64_t p_dur[] = {2000, 100};
+    int64_t p_off[] = {0, -1}, p_t[] = {T0 + 1500, T0 + 2000}, p_ret[] = {4096, 100};
+    Iotrace__PosixEvents x = IOTRACE__POSIX_EVENTS__INIT;
+    x.n_func = x.n_tid = x.n_callid = x.n_file = x.n_offset = x.n_bytes = 2;
+    x.n_t_start = x.n_duration = x.n_ret = 2;
+    x.func = p_func, x.tid = p_tid, x.callid = p_callid, x.file = p_file, x.offset = p_off;
+    x.bytes = p_bytes, x.t_start = p_t, x.duration = p_dur, x.ret = p_ret;
+    iot_wire_delta_encode(p_t, 2);
+
+    iot_body body = IOTRACE__BODY__INIT;
+    body.n_files = 1, body.files = files, body.mpiio = &m, body.posix = &x;
+    iot_producer p = prod_a();
+    return encode(&p, 0xA1, 0, &body);
+}
+
+static struct blob batch_a1(void)
+{
+    Iotrace__Drop d = IOTRACE__DROP__INIT;
+    d.reason = IOTRACE__DROP_REASON__DROP_BUFFER_FULL;
+    d.count = 7, d.t_first = T0 + 6000, d.t_last = T0 + 7000, d.tid = 1001;
+    Iotrace__Drop *drops[] = {&d};
+
+    uint32_t func[] = {137}, tid[] = {1001};
+    uint64_t callid[] = {0}, file[] = {0x1111}, bytes[] = {10}, dur[] = {10};
+    int64_t off[] = {-1}, t[] = {T0 + 5000}, ret[] = {-9};
+    Iotrace__PosixEvents x = IOTRACE__POSIX_EVENTS__INIT;
+    x.n_func = x.n_tid = x.n_callid = x.n_file = x.n_offset = x.n_bytes = 1;
+    x.n_t_start = x.n_duration = x.n_ret = 1;
+    x.func = func, x.tid = tid, x.callid = callid, x.file = file, x.offset = off;
+    x.bytes = bytes, x.t_start = t, x.duration = dur, x.ret = ret;
+
+    iot_body body = IOTRACE__BODY__INIT;
+    body.n_drops = 1, body.drops = drops, body.posix = &x;
+    iot_producer p = prod_a();
+    return encode(&p, 0xA1, 1, &body);
+}
+
+static struct blob batch_b0(void)
+{
+    Iotrace__FileName f = IOTRACE__FILE_NAME__INIT;
+    f.id = 0x1111;
+    f.path = "/data/other.dat";
+    Iotrace__FileName *files[] = {&f};
+    uint32_t func[] = {13}, tid[] = {2002};
+    uint64_t callid[] = {(1ull << 40) | 1}, file[] = {0x1111}, bytes[] = {100}, xfer[] = {50};
+    uint64_t dur[] = {1000}, coll[] = {0};
+    int64_t off[] = {8192}, t[] = {T0 + 1000};
+    int32_t ret[] = {0};
+    Iotrace__MpiioEvents m = IOTRACE__MPIIO_EVENTS__INIT;
+    m.n_func = m.n_tid = m.n_callid = m.n_file = m.n_offset = m.n_bytes = m.n_xfer = 1;
+    m.n_t_start = m.n_duration = m.n_ret = m.n_coll_seq = 1;
+    m.func = func, m.tid = tid, m.callid = callid, m.file = file, m.offset = off;
+    m.bytes = bytes, m.xfer = xfer, m.t_start = t, m.duration = dur, m.ret = ret;
+    m.coll_seq = coll;
+    iot_body body = IOTRACE__BODY__INIT;
+    body.n_files = 1, body.files = files, body.mpiio = &m;
+    iot_producer p = prod_b();
+    return encode(&p, 0xB2, 0, &body);
+}
+
+static struct blob batch_c0(void)
+{
+    Iotrace__FileName f = IOTRACE__FILE_NAME__INIT;
+    f.id = 0x9999;
+    f.path = "/bricks/b1/data/out.dat";
+    Iotrace__FileName *files[] = {&f};
+    char *jobs[] = {"", "job42", "job7"};
+    uint32_t func[] = {193, 194, 192}, tid[] = {77, 78, 79}, job[] = {1, 2, 0};
+    uint64_t callid[] = {1, 5, 0}, file[] = {0x9999, 0x9999, 0x8888}, bytes[] = {4096, 0, 512};
+    uint64_t dur[] = {800, 100, 100};
+    int64_t off[] = {0, -1, 0}, t[] = {T0 + 1200, T0 + 9000, T0 + 9000}, ret[] = {4096, 0, 512};
+    Iotrace__DiskEvents k = IOTRACE__DISK_EVENTS__INIT;
+    k.n_func = k.n_tid = k.n_job = k.n_callid = k.n_file = k.n_offset = k.n_bytes = 3;
+    k.n_t_start = k.n_duration = k.n_ret = 3;
+    k.func = func, k.tid = tid, k.job = job, k.callid = callid, k.file = file, k.offset = off;
+    k.bytes = bytes, k.t_start = t, k.duration = dur, k.ret = ret;
+    iot_wire_delta_encode(t, 3);
+    iot_body body = IOTRACE__BODY__INIT;
+    body.n_files = 1, body.files = files, body.disk = &k, body.n_jobs = 3, body.jobs = jobs;
+    iot_producer p = prod_c();
+    return encode(&p, 0xC3, 0, &body);
+}
+
+/* Agent batches carry clock records only: stored, but no export events. */
+static struct blob batch_d(uint64_t seq)
+{
+    Iotrace__ClockSync c = IOTRACE__CLOCK_SYNC__INIT;
+    c.local_ns = T0 + (int64_t)seq, c.offset_ns = 5, c.rtt_ns = 100, c.peer = "collector";
+    Iotrace__ClockSync *clocks[] = {&c};
+    iot_body body = IOTRACE__BODY__INIT;
+    body.n_clock = 1, body.clock = clocks;
+    iot_producer p = prod_d();
+    return encode(&p, 0xD4, seq, &body);
+}
+
+/* An envelope that checks out but whose body is not a protobuf Body. */
+static struct blob batch_bad_body(void)
+{
+    static uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    iot_batch b = IOTRACE__BATCH__INIT;
+    iot_producer p = prod_b();
+    b.magic = IOT_WIRE_MAGIC, b.version = IOT_WIRE_VERSION, b.producer = &p;
+    b.epoch = 0xB2, b.seq = 9, b.event_count = 0, b.raw_size = sizeof junk;
+    b.compression = IOTRACE__COMPRESSION__COMPRESSION_NONE;
+    b.body.data = junk, b.body.len = sizeof junk;
+    b.checksum = (uint32_t)crc32(crc32(0L, Z_NULL, 0), junk, sizeof junk);
+    struct blob out = {malloc(protobuf_c_message_get_packed_size(&b.base)), 0};
+    out.len = protobuf_c_message_pack(&b.base, out.data);
+    return out;
+}
+
+static struct blob copy_blob(struct blob b)
+{
+    struct blob c = {malloc(b.len), b.len};
+    memcpy(c.data, b.data, b.len);
+    return c;
+}
+
+/* ---- protocol --------------------------------------------------------- */
+
+static void send_parts(void *sock, int n, const void *const *data, const size_t *len)
+{
+    for (int i = 0; i < n; i++)
+        if (zmq_send(sock, data[i], len[i], i + 1 < n ? ZMQ_SNDMORE : 0) < 0)
+            die("send");
+}
+
+static void send_batch(void *sock, struct blob b)
+{
+    const void *data[] = {IOT_LINK_PROTO, IOT_LINK_BATCH, b.data};
+    size_t len[] = {4, 5, b.len};
+    send_parts(sock, 3, data, len);
+}
+
+static void recv_reply(void *sock, struct reply *r)
+{
+    int more = 1;
+    r->n = 0;
+    while (more && r->n < MAX_PARTS) {
+        zmq_msg_init(&r->part[r->n]);
+        if (zmq_msg_recv(&r->part[r->n], sock, 0) < 0)
+            die("no answer from the collector");
+        more = zmq_msg_more(&r->part[r->n]);
+        r->n++;
+    }
+}
+
+static void free_reply(struct reply *r)
+{
+    for (int i = 0; i < r->n; i++)
+        zmq_msg_close(&r->part[i]);
+}
+
+static int part_is(struct reply *r, int i, const char *s)
+{
+    return (size_t)zmq_msg_size(&r->part[i]) == strlen(s) &&
+           memcmp(zmq_msg_data(&r->part[i]), s, strlen(s)) == 0;
+}
+
+static void part_text(struct reply *r, int i, char *buf, size_t len)
+{
+    size_t n = zmq_msg_size(&r->part[i]);
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, zmq_msg_data(&r->part[i]), n);
+    buf[n] = '\0';
+}
+
+static void hello(void *sock, uint32_t want_credit)
+{
+    uint8_t session[8];
+    iot_put_u64(session, 42);
+    const void *data[] = {IOT_LINK_PROTO, IOT_LINK_HELLO, "testnode", session};
+    size_t len[] = {4, 5, 8, 8};
+    send_parts(sock, 4, data, len);
+    struct reply r;
+    recv_reply(sock, &r);
+    check(r.n == 3 && part_is(&r, 0, IOT_LINK_PROTO) && part_is(&r, 1, IOT_LINK_WELCOME) &&
+              zmq_msg_size(&r.part[2]) == 4,
+          "bad WELCOME (%d frames)", r.n);
+    if (r.n == 3 && zmq_msg_size(&r.part[2]) == 4) {
+        uint32_t credit = iot_get_u32(zmq_msg_data(&r.part[2]));
+        check(credit == want_credit, "WELCOME credit %u, expected %u", credit, want_credit);
+    }
+    free_reply(&r);
+}
+
+/* Receives one ACK and checks it; key NULL means "any", why NULL "empty". */
+static void expect_ack(void *sock, const char *what, const char *key, uint64_t epoch,
+                       uint64_t seq, int status, const char *why)
+{
+    struct reply r;
+    recv_reply(sock, &r);
+    char got_key[128] = "", reason[256] = "";
+    if (r.n != 7 || !part_is(&r, 0, IOT_LINK_PROTO) || !part_is(&r, 1, IOT_LINK_ACK) ||
+        zmq_msg_size(&r.part[4]) != 8 || zmq_msg_size(&r.part[5]) != 1) {
+        check(0, "%s: malformed ACK (%d frames)", what, r.n);
+        free_reply(&r);
+        return;
+    }
+    part_text(&r, 2, got_key, sizeof got_key);
+    part_text(&r, 6, reason, sizeof reason);
+    uint64_t e = iot_get_u64(zmq_msg_data(&r.part[3])), s = iot_get_u64(zmq_msg_data(&r.part[4]));
+    int st = *(const uint8_t *)zmq_msg_data(&r.part[5]);
+    check(st == status, "%s: status %d, expected %d (reason '%s')", what, st, status, reason);
+    if (key) {
+        check(strcmp(got_key, key) == 0, "%s: key '%s', expected '%s'", what, got_key, key);
+        check(e == epoch && s == seq, "%s: epoch/seq %llx/%llu, expected %llx/%llu", what,
+              (unsigned long long)e, (unsigned long long)s, (unsigned long long)epoch,
+              (unsigned long long)seq);
+    }
+    if (why)
+        check(strstr(reason, why) != NULL, "%s: reason '%s' lacks '%s'", what, reason, why);
+    else
+        check(reason[0] == '\0', "%s: unexpected reason '%s'", what, reason);
+    free_reply(&r);
+}
+
+static void roundtrip(void *sock, const char *what, struct blob b, const char *key,
+                      uint64_t epoch, uint64_t seq, int status, const char *why)
+{
+    send_batch(sock, b);
+    expect_ack(sock, what, key, epoch, seq, status, why);
+}
+
+#define KEY_A "nodeA/1001/1000"
+#define KEY_B "nodeB/2002/2000"
+#define KEY_C "store1/3003/3000"
+#define KEY_D "nodeA/4004/4000"
+
+static void send_damaged(void *sock, struct blob a0, struct blob a1)
+{
+    struct blob cut = {a0.data, a0.len / 2};
+    for (int i = 0; i < 30; i++)
+        roundtrip(sock, "truncated batch", cut, NULL, 0, 0, IOT_ACK_REJECTED, "malformed");
+
+    struct blob flipped = copy_blob(a1);
+    flipped.data[flipped.len - 1] ^= 0x40;
+    roundtrip(sock, "flipped byte", flipped, KEY_A, 0xA1, 1, IOT_ACK_REJECTED, "checksum");
+    free(flipped.data);
+
+    struct blob v2 = copy_blob(a0);
+    check(v2.data[5] == 0x10 && v2.data[6] == 0x01, "unexpected envelope layout");
+    v2.data[6] = 0x02;
+    roundtrip(sock, "wrong version", v2, KEY_A, 0xA1, 0, IOT_ACK_REJECTED, "version 2");
+    free(v2.data);
+
+    struct blob text = {(uint8_t *)"hello world", 11};
+    roundtrip(sock, "not a batch", text, "", 0, 0, IOT_ACK_REJECTED, "magic");
+
+    struct blob bad = batch_bad_body();
+    roundtrip(sock, "bad body", bad, KEY_B, 0xB2, 9, IOT_ACK_REJECTED, "body");
+    free(bad.data);
+}
+
+/* None of these may be answered or hurt the collector. */
+static void send_garbage(void *sock, struct blob a0)
+{
+    const void *one[] = {IOT_LINK_PROTO};
+    size_t one_len[] = {4};
+    send_parts(sock, 1, one, one_len);
+
+    const void *proto[] = {"XYZ9", IOT_LINK_BATCH, a0.data};
+    size_t proto_len[] = {4, 5, a0.len};
+    send_parts(sock, 3, proto, proto_len);
+
+    const void *type[] = {IOT_LINK_PROTO, "FOO", "x"};
+    size_t type_len[] = {4, 3, 1};
+    send_parts(sock, 3, type, type_len);
+
+    const void *hello[] = {IOT_LINK_PROTO, IOT_LINK_HELLO, "n", "abc"};
+    size_t hello_len[] = {4, 5, 1, 3};
+    send_parts(sock, 4, hello, hello_len);
+
+    const void *extra[] = {IOT_LINK_PROTO, IOT_LINK_BATCH, a0.data, "more"};
+    size_t extra_len[] = {4, 5, a0.len, 4};
+    send_parts(sock, 4, extra, extra_len);
+
+    const void *many[12];
+    size_t many_len[12];
+    for (int i = 0; i < 12; i++)
+        many[i] = i == 0 ? IOT_LINK_PROTO : "z", many_len[i] = i == 0 ? 4 : 1;
+    send_parts(sock, 12, many, many_len);
+}
+
+/* Sent back to back, so the collector commits them in groups. */
+static void send_burst(void *sock, uint64_t from, uint64_t to, int with_duplicate)
+{
+    for (uint64_t s = from; s < to; s++) {
+        struct blob b = batch_d(s);
+        send_batch(sock, b);
+        free(b.data);
+    }
+    if (with_duplicate) {
+        struct blob b = batch_d(from);
+        send_batch(sock, b);
+        free(b.data);
+    }
+    for (uint64_t s = from; s < to; s++)
+        expect_ack(sock, "burst", KEY_D, 0xD4, s, IOT_ACK_STORED, NULL);
+    if (with_duplicate)
+        expect_ack(sock, "burst duplicate", KEY_D, 0xD4, from, IOT_ACK_DUPLICATE, NULL);
+}
+
+static void first_run(void *sock, struct blob a0, struct blob a1, struct blob b0, struct blob c0)
+{
+    roundtrip(sock, "A0", a0, KEY_A, 0xA1, 0, IOT_ACK_STORED, NULL);
+    roundtrip(sock, "A1", a1, KEY_A, 0xA1, 1, IOT_ACK_STORED, NULL);
+    roundtrip(sock, "B0", b0, KEY_B, 0xB2, 0, IOT_ACK_STORED, NULL);
+    roundtrip(sock, "C0", c0, KEY_C, 0xC3, 0, IOT_ACK_STORED, NULL);
+    roundtrip(sock, "A0 again", a0, KEY_A, 0xA1, 0, IOT_ACK_DUPLICATE, NULL);
+    send_damaged(sock, a0, a1);
+    send_garbage(sock, a0);
+    struct blob d0 = batch_d(0);
+    roundtrip(sock, "D0 after garbage", d0, KEY_D, 0xD4, 0, IOT_ACK_STORED, NULL);
+    free(d0.data);
+    send_burst(sock, 1, 21, 1);
+}
+
+static void second_run(void *sock, struct blob a0, struct blob b0)
+{
+    roundtrip(sock, "A0 after restart", a0, KEY_A, 0xA1, 0, IOT_ACK_DUPLICATE, NULL);
+    roundtrip(sock, "B0 after restart", b0, KEY_B, 0xB2, 0, IOT_ACK_DUPLICATE, NULL);
+    struct blob d20 = batch_d(20);
+    roundtrip(sock, "D20 after restart", d20, KEY_D, 0xD4, 20, IOT_ACK_DUPLICATE, NULL);
+    free(d20.data);
+    send_burst(sock, 21, 81, 0);
+}
+
+/* Deterministic, so that a failure can be replayed. */
+static uint32_t next_random(uint32_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 17;
+    *state ^= *state << 5;
+    return *state;
+}
+
+static struct blob mutate(struct blob src, uint32_t *rnd)
+{
+    struct blob m = copy_blob(src);
+    int edits = 1 + (int)(next_random(rnd) % 4);
+    for (int i = 0; i < edits; i++) {
+        size_t at = next_random(rnd) % m.len;
+        switch (next_random(rnd) % 3) {
+        case 0: m.data[at] ^= (uint8_t)(1u << (next_random(rnd) % 8)); break;
+        case 1: m.data[at] = (uint8_t)next_random(rnd); break;
+        default: m.len = at ? at : 1; break;
+        }
+    }
+    return m;
+}
+
+/* Every mutation must be answered, whatever it decodes to. */
+static void fuzz(void *sock, struct blob a0, struct blob c0)
+{
+    uint32_t rnd = 0x2545f491;
+    for (int i = 0; i < 2000; i++) {
+        struct blob m = mutate(i % 2 ? a0 : c0, &rnd);
+        send_batch(sock, m);
+        struct reply r;
+        recv_reply(sock, &r);
+        check(r.n == 7 && part_is(&r, 1, IOT_LINK_ACK), "mutation %d: no ACK", i);
+        free_reply(&r);
+        free(m.data);
+    }
+    hello(sock, IOT_LINK_DEFAULT_CREDIT);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4 || (strcmp(argv[2], "first") && strcmp(argv[2], "second") &&
+                      strcmp(argv[2], "fuzz"))) {
+        fprintf(stderr, "usage: collector_client ENDPOINT first|second|fuzz EXPECTED_CREDIT\n");
+        return 2;
+    }
+    phase = argv[2];
+    void *ctx = zmq_ctx_new();
+    void *sock = zmq_socket(ctx, ZMQ_DEALER);
+    int timeout = TIMEOUT_MS, linger = 0;
+    zmq_setsockopt(sock, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(sock, argv[1]) < 0)
+        die("connect");
+    hello(sock, (uint32_t)strtoul(argv[3], NULL, 10));
+
+    struct blob a0 = batch_a0(), a1 = batch_a1(), b0 = batch_b0(), c0 = batch_c0();
+    if (strcmp(phase, "first") == 0)
+        first_run(sock, a0, a1, b0, c0);
+    else if (strcmp(phase, "second") == 0)
+        second_run(sock, a0, b0);
+    else
+        fuzz(sock, a0, c0);
+    free(a0.data), free(a1.data), free(b0.data), free(c0.data);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    if (failures)
+        fprintf(stderr, "collector_client %s: %d checks failed\n", phase, failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,846 @@
+/* The wire library: exact round trips of every kind of record, delta
+ * coding, and rejection of every corruption with a clear reason.
+ *
+ * The CRC covers only the body bytes.  The envelope's other fields are
+ * checked one by one (magic, version, compression, sizes, event count), so
+ * the only envelope bytes a corruption can change without being noticed are
+ * those of the producer, epoch and seq fields: test_flip_every_byte holds the
+ * library to exactly that. */
+#include <lz4.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "iot_functions.h"
+#include "wire.h"
+
+#define N_EV 3
+
+/* Absolute start times; the body carries them delta coded. */
+static const int64_t mpiio_start[N_EV] = {1700000000000000000, 1700000000000050000,
+                                          1700000000000040000};
+static const int64_t posix_start[N_EV] = {1700000000000002000, 1700000000000052000,
+                                          1700000000000042000};
+static const int64_t disk_start[N_EV] = {1700000000000003000, 1700000000000001000,
+                                         1700000000000090000};
+
+struct fixture {
+    iot_producer producer;
+    iot_body body;
+    Iotrace__MpiioEvents mpiio;
+    Iotrace__PosixEvents posix;
+    Iotrace__DiskEvents disk;
+    Iotrace__FileName files[2], *file_ptrs[2];
+    Iotrace__Drop drops[2], *drop_ptrs[2];
+    Iotrace__ClockSync clock[2], *clock_ptrs[2];
+    char *jobs[3];
+    uint32_t m_func[N_EV], m_tid[N_EV], p_func[N_EV], p_tid[N_EV];
+    uint32_t d_func[N_EV], d_tid[N_EV], d_job[N_EV];
+    uint64_t m_callid[N_EV], m_file[N_EV], m_bytes[N_EV], m_xfer[N_EV], m_dur[N_EV],
+        m_coll[N_EV];
+    uint64_t p_callid[N_EV], p_file[N_EV], p_bytes[N_EV], p_dur[N_EV];
+    uint64_t d_callid[N_EV], d_file[N_EV], d_bytes[N_EV], d_dur[N_EV];
+    int64_t m_off[N_EV], m_start[N_EV], p_off[N_EV], p_start[N_EV], p_ret[N_EV];
+    int64_t d_off[N_EV], d_start[N_EV], d_ret[N_EV];
+    int32_t m_ret[N_EV];
+};
+
+static void fill_mpiio(struct fixture *f)
+{
+    Iotrace__MpiioEvents *m = &f->mpiio;
+    iotrace__mpiio_events__init(m);
+    for (int i = 0; i < N_EV; i++) {
+        f->m_func[i] = i == 1 ? IOT_F_MPIIO_MPI_File_read_at_all : IOT_F_MPIIO_MPI_File_write_at;
+        f->m_tid[i] = 4242 + (uint32_t)i;
+        f->m_callid[i] = (5ull << 40) | (uint64_t)(i + 1);
+        f->m_file[i] = 0xfeedfacecafebeefull;
+        f->m_off[i] = i == 2 ? -1 : (int64_t)i << 33;
+        f->m_bytes[i] = 1u << 20;
+        f->m_xfer[i] = i == 1 ? 12345 : 1u << 20;
+        f->m_start[i] = mpiio_start[i];
+        f->m_dur[i] = 40000 + (uint64_t)i;
+        f->m_ret[i] = i == 2 ? -17 : 0;
+        f->m_coll[i] = i == 1 ? 9 : 0;
+    }
+    iot_wire_delta_encode(f->m_start, N_EV);
+    m->n_func = m->n_tid = m->n_callid = m->n_file = m->n_offset = m->n_bytes = m->n_xfer =
+        m->n_t_start = m->n_duration = m->n_ret = m->n_coll_seq = N_EV;
+    m->func = f->m_func, m->tid = f->m_tid, m->callid = f->m_callid, m->file = f->m_file;
+    m->offset = f->m_off, m->bytes = f->m_bytes, m->xfer = f->m_xfer;
+    m->t_start = f->m_start, m->duration = f->m_dur, m->ret = f->m_ret;
+    m->coll_seq = f->m_coll;
+}
+
+static void fill_posix(struct fixture *f)
+{
+    Iotrace__PosixEvents *p = &f->posix;
+    iotrace__posix_events__init(p);
+    for (int i = 0; i < N_EV; i++) {
+        f->p_func[i] = i == 1 ? IOT_F_POSIX_pread64 : IOT_F_POSIX_pwrite64;
+        f->p_tid[i] = 4242;
+        f->p_callid[i] = i == 2 ? 0 : (5ull << 40) | (uint64_t)(i + 1);
+        f->p_file[i] = 0xfeedfacecafebeefull;
+        f->p_off[i] = i == 2 ? -1 : (int64_t)i << 33;
+        f->p_bytes[i] = 1u << 20;
+        f->p_start[i] = posix_start[i];
+        f->p_dur[i] = 30000;
+        f->p_ret[i] = i == 2 ? -5 : 1 << 20;
+    }
+    iot_wire_delta_encode(f->p_start, N_EV);
+    p->n_func = p->n_tid = p->n_callid = p->n_file = p->n_offset = p->n_bytes =
+        p->n_t_start = p->n_duration = p->n_ret = N_EV;
+    p->func = f->p_func, p->tid = f->p_tid, p->callid = f->p_callid, p->file = f->p_file;
+    p->offset = f->p_off, p->bytes = f->p_bytes, p->t_start = f->p_start;
+    p->duration = f->p_dur, p->ret = f->p_ret;
+}
+
+static void fill_disk(struct fixture *f)
+{
+    Iotrace__DiskEvents *d = &f->disk;
+    iotrace__disk_events__init(d);
+    f->jobs[0] = "";
+    f->jobs[1] = "slurm.1001";
+    f->jobs[2] = "slurm.1002";
+    for (int i = 0; i < N_EV; i++) {
+        f->d_func[i] = i == 1 ? IOT_F_DISK_readv : IOT_F_DISK_writev;
+        f->d_tid[i] = 77 + (uint32_t)i;
+        f->d_job[i] = (uint32_t)i; /* 0 = none, then both dictionary entries */
+        f->d_callid[i] = i == 0 ? 0 : (5ull << 40) | (uint64_t)i;
+        f->d_file[i] = 0x1234;
+        f->d_off[i] = (int64_t)i * 4096;
+        f->d_bytes[i] = 4096;
+        f->d_start[i] = disk_start[i];
+        f->d_dur[i] = 900;
+        f->d_ret[i] = 4096;
+    }
+    iot_wire_delta_encode(f->d_start, N_EV);
+    d->n_func = d->n_tid = d->n_job = d->n_callid = d->n_file = d->n_offset = d->n_bytes =
+        d->n_t_start = d->n_duration = d->n_ret = N_EV;
+    d->func = f->d_func, d->tid = f->d_tid, d->job = f->d_job, d->callid = f->d_callid;
+    d->file = f->d_file, d->offset = f->d_off, d->bytes = f->d_bytes;
+    d->t_start = f->d_start, d->duration = f->d_dur, d->ret = f->d_ret;
+}
+
+static void fill_records(struct fixture *f)
+{
+    static char *paths[2] = {"/gluster/vol0/out.h5", "/gluster/vol0/ckpt.0"};
+    for (int i = 0; i < 2; i++) {
+        iotrace__file_name__init(&f->files[i]);
+        f->files[i].id = 0xfeedfacecafebeefull + (uint64_t)i;
+        f->files[i].path = paths[i];
+        f->file_ptrs[i] = &f->files[i];
+
+        iotrace__drop__init(&f->drops[i]);
+        f->drops[i].reason = i ? IOTRACE__DROP_REASON__DROP_SEND_FAILED
+                               : IOTRACE__DROP_REASON__DROP_BUFFER_FULL;
+        f->drops[i].count = 1000 + (uint64_t)i;
+        f->drops[i].t_first = 1700000000000000000ull;
+        f->drops[i].t_last = 1700000000000100000ull;
+        f->drops[i].tid = 4242;
+        f->drop_ptrs[i] = &f->drops[i];
+
+        iotrace__clock_sync__init(&f->clock[i]);
+        f->clock[i].local_ns = 1700000000000000000 + i;
+        f->clock[i].offset_ns = i ? -123456 : 654321;
+        f->clock[i].rtt_ns = 80000;
+        f->clock[i].peer = "collector:5555";
+        f->clock_ptrs[i] = &f->clock[i];
+    }
+}
+
+/* A body holding every kind of record. */
+static void make_fixture(struct fixture *f)
+{
+    memset(f, 0, sizeof *f);
+    iotrace__producer__init(&f->producer);
+    f->producer.node = "node17";
+    f->producer.pid = 31337;
+    f->producer.start_time_ns = 1699999999000000000ull;
+    f->producer.kind = IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT;
+    f->producer.job = "slurm.1001";
+    f->producer.rank = 5;
+    fill_mpiio(f);
+    fill_posix(f);
+    fill_disk(f);
+    fill_records(f);
+    iotrace__body__init(&f->body);
+    f->body.mpiio = &f->mpiio;
+    f->body.posix = &f->posix;
+    f->body.disk = &f->disk;
+    f->body.n_files = 2, f->body.files = f->file_ptrs;
+    f->body.n_drops = 2, f->body.drops = f->drop_ptrs;
+    f->body.n_clock = 2, f->body.clock = f->clock_ptrs;
+    f->body.n_jobs = 3, f->body.jobs = f->jobs;
+}
+
+#define ASSERT_COLUMN(a, b, field)                                                       \
+    do {                                                                                 \
+        assert_int_equal((a)->n_##field, (b)->n_##field);                                \
+        for (size_t i_ = 0; i_ < (a)->n_##field; i_++)                                   \
+            assert_true((a)->field[i_] == (b)->field[i_]);                               \
+    } while (0)
+
+static void assert_mpiio_equal(const Iotrace__MpiioEvents *a, const Iotrace__MpiioEvents *b)
+{
+    assert_true((a == NULL) == (b == NULL));
+    if (!a)
+        return;
+    ASSERT_COLUMN(a, b, func);
+    ASSERT_COLUMN(a, b, tid);
+    ASSERT_COLUMN(a, b, callid);
+    ASSERT_COLUMN(a, b, file);
+    ASSERT_COLUMN(a, b, offset);
+    ASSERT_COLUMN(a, b, bytes);
+    ASSERT_COLUMN(a, b, xfer);
+    ASSERT_COLUMN(a, b, t_start);
+    ASSERT_COLUMN(a, b, duration);
+    ASSERT_COLUMN(a, b, ret);
+    ASSERT_COLUMN(a, b, coll_seq);
+}
+
+static void assert_posix_equal(const Iotrace__PosixEvents *a, const Iotrace__PosixEvents *b)
+{
+    assert_true((a == NULL) == (b == NULL));
+    if (!a)
+        return;
+    ASSERT_COLUMN(a, b, func);
+    ASSERT_COLUMN(a, b, tid);
+    ASSERT_COLUMN(a, b, callid);
+    ASSERT_COLUMN(a, b, file);
+    ASSERT_COLUMN(a, b, offset);
+    ASSERT_COLUMN(a, b, bytes);
+    ASSERT_COLUMN(a, b, t_start);
+    ASSERT_COLUMN(a, b, duration);
+    ASSERT_COLUMN(a, b, ret);
+}
+
+static void assert_disk_equal(const Iotrace__DiskEvents *a, const Iotrace__DiskEvents *b)
+{
+    assert_true((a == NULL) == (b == NULL));
+    if (!a)
+        return;
+    ASSERT_COLUMN(a, b, func);
+    ASSERT_COLUMN(a, b, tid);
+    ASSERT_COLUMN(a, b, job);
+    ASSERT_COLUMN(a, b, callid);
+    ASSERT_COLUMN(a, b, file);
+    ASSERT_COLUMN(a, b, offset);
+    ASSERT_COLUMN(a, b, bytes);
+    ASSERT_COLUMN(a, b, t_start);
+    ASSERT_COLUMN(a, b, duration);
+    ASSERT_COLUMN(a, b, ret);
+}
+
+static void assert_body_equal(const iot_body *a, const iot_body *b)
+{
+    assert_mpiio_equal(a->mpiio, b->mpiio);
+    assert_posix_equal(a->posix, b->posix);
+    assert_disk_equal(a->disk, b->disk);
+    assert_int_equal(a->n_files, b->n_files);
+    for (size_t i = 0; i < a->n_files; i++) {
+        assert_true(a->files[i]->id == b->files[i]->id);
+        assert_string_equal(a->files[i]->path, b->files[i]->path);
+    }
+    assert_int_equal(a->n_drops, b->n_drops);
+    for (size_t i = 0; i < a->n_drops; i++) {
+        assert_int_equal(a->drops[i]->reason, b->drops[i]->reason);
+        assert_true(a->drops[i]->count == b->drops[i]->count);
+        assert_true(a->drops[i]->t_first == b->drops[i]->t_first);
+        assert_true(a->drops[i]->t_last == b->drops[i]->t_last);
+        assert_int_equal(a->drops[i]->tid, b->drops[i]->tid);
+    }
+    assert_int_equal(a->n_clock, b->n_clock);
+    for (size_t i = 0; i < a->n_clock; i++) {
+        assert_true(a->clock[i]->local_ns == b->clock[i]->local_ns);
+        assert_true(a->clock[i]->offset_ns == b->clock[i]->offset_ns);
+        assert_true(a->clock[i]->rtt_ns == b->clock[i]->rtt_ns);
+        assert_string_equal(a->clock[i]->peer, b->clock[i]->peer);
+    }
+    assert_int_equal(a->n_jobs, b->n_jobs);
+    for (size_t i = 0; i < a->n_jobs; i++)
+        assert_string_equal(a->jobs[i], b->jobs[i]);
+}
+
+static uint8_t *encode(const struct fixture *f, const iot_body *body, uint64_t seq, size_t *len)
+{
+    uint8_t *buf = NULL;
+    char err[256] = "";
+    int rc = iot_wire_encode(&f->producer, 0x0123456789abcdefull, seq, body, &buf, len, err,
+                             sizeof err);
+    if (rc != 0)
+        fail_msg("encode failed: %s", err);
+    return buf;
+}
+
+/* Opens and decodes a batch that must be valid. */
+static iot_body *decode_ok(const uint8_t *buf, size_t len, iot_batch **batch_out)
+{
+    char err[256] = "";
+    iot_batch *b = iot_wire_open(buf, len, err, sizeof err);
+    if (!b)
+        fail_msg("open failed: %s", err);
+    iot_body *body = iot_wire_body(b, err, sizeof err);
+    if (!body)
+        fail_msg("body failed: %s", err);
+    if (batch_out)
+        *batch_out = b;
+    else
+        iot_wire_free_batch(b);
+    return body;
+}
+
+/* Asserts that a batch is rejected with a message containing `want`. */
+static void assert_rejected(const uint8_t *buf, size_t len, const char *want)
+{
+    char err[256] = "";
+    int rc = iot_wire_validate(buf, len, err, sizeof err);
+    if (rc == 0)
+        fail_msg("batch accepted, expected rejection with '%s'", want);
+    if (!strstr(err, want))
+        fail_msg("rejected with '%s', expected '%s'", err, want);
+}
+
+static void test_round_trip_all_kinds(void **state)
+{
+    (void)state;
+    struct fixture f;
+    make_fixture(&f);
+    size_t len;
+    uint8_t *buf = encode(&f, &f.body, 42, &len);
+    iot_batch *b;
+    iot_body *body = decode_ok(buf, len, &b);
+
+    assert_int_equal(b->magic, IOT_WIRE_MAGIC);
+    assert_int_equal(b->version, IOT_WIRE_VERSION);
+    assert_string_equal(b->producer->node, "node17");
+    assert_int_equal(b->producer->pid, 31337);
+    assert_true(b->producer->start_time_ns == 1699999999000000000ull);
+    assert_int_equal(b->producer->kind, IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT);
+    assert_string_equal(b->producer->job, "slurm.1001");
+    assert_int_equal(b->producer->rank, 5);
+    assert_true(b->epoch == 0x0123456789abcdefull);
+    assert_true(b->seq == 42);
+    assert_int_equal(b->event_count, 3 * N_EV + 2 + 2);
+    assert_int_equal(b->compression, IOTRACE__COMPRESSION__COMPRESSION_LZ4);
+    assert_int_equal(b->raw_size, protobuf_c_message_get_packed_size(&f.body.base));
+    assert_body_equal(body, &f.body);
+
+    iot_wire_delta_decode(body->mpiio->t_start, body->mpiio->n_t_start);
+    iot_wire_delta_decode(body->posix->t_start, body->posix->n_t_start);
+    iot_wire_delta_decode(body->disk->t_start, body->disk->n_t_start);
+    for (int i = 0; i < N_EV; i++) {
+        assert_true(body->mpiio->t_start[i] == mpiio_start[i]);
+        assert_true(body->posix->t_start[i] == posix_start[i]);
+        assert_true(body->disk->t_start[i] == disk_start[i]);
+    }
+    char key[256];
+    assert_true(iot_wire_producer_key(b->producer, key, sizeof key) > 0);
+    assert_string_equal(key, "node17/31337/1699999999000000000");
+    assert_int_equal(iot_wire_producer_key(b->producer, key, 10), -1);
+
+    iot_wire_free_body(body);
+    iot_wire_free_batch(b);
+    free(buf);
+}
+
+/* Each kind alone, so that a kind that only survives next to others (or an
+ * event count that only adds up by luck) shows. */
+static void test_round_trip_each_kind(void **state)
+{
+    (void)state;
+    struct fixture f;
+    make_fixture(&f);
+    for (int kind = 0; kind < 6; kind++) {
+        iot_body one = IOTRACE__BODY__INIT;
+        size_t want = 0;
+        switch (kind) {
+        case 0: one.mpiio = &f.mpiio, want = N_EV; break;
+        case 1: one.posix = &f.posix, want = N_EV; break;
+        case 2: one.disk = &f.disk, one.n_jobs = 3, one.jobs = f.jobs, want = N_EV; break;
+        case 3: one.n_files = 2, one.files = f.file_ptrs; break;
+        case 4: one.n_drops = 2, one.drops = f.drop_ptrs, want = 2; break;
+        case 5: one.n_clock = 2, one.clock = f.clock_ptrs, want = 2; break;
+        }
+        size_t len;
+        uint8_t *buf = encode(&f, &one, 1, &len);
+        iot_batch *b;
+        iot_body *body = decode_ok(buf, len, &b);
+        assert_int_equal(b->event_count, want);
+        assert_body_equal(body, &one);
+        iot_wire_free_body(body);
+        iot_wire_free_batch(b);
+        free(buf);
+    }
+}
+
+/* A batch with no records at all is valid: zero events. */
+static void test_empty_body_is_valid(void **state)
+{
+    (void)state;
+    struct fixture f;
+    make_fixture(&f);
+    iot_body empty = IOTRACE__BODY__INIT;
+    size_t len;
+    uint8_t *buf = encode(&f, &empty, 0, &len);
+    iot_batch *b;
+    iot_body *body = decode_ok(buf, len, &b);
+    assert_int_equal(b->event_count, 0);
+    assert_int_equal(b->raw_size, 0);
+    assert_int_equal(iot_wire_event_count(body), 0);
+    iot_wire_free_body(body);
+    iot_wire_free_batch(b);
+    free(buf);
+}
+
+static void test_delta_coding(void **state)
+{
+    (void)state;
+    int64_t v[] = {100, 250, 240, 240, INT64_MAX, INT64_MIN, 0, -5};
+    int64_t orig[sizeof v / sizeof v[0]];
+    size_t n = sizeof v / sizeof v[0];
+    memcpy(orig, v, sizeof v);
+    iot_wire_delta_encode(v, n);
+    /* First against 0, then against the previous value, wrapping. */
+    assert_true(v[0] == 100);
+    assert_true(v[1] == 150);
+    assert_true(v[2] == -10);
+    assert_true(v[3] == 0);
+    assert_true(v[4] == INT64_MAX - 240);
+    assert_true(v[5] == 1); /* INT64_MIN - INT64_MAX wraps to 1 */
+    assert_true(v[6] == INT64_MIN);
+    iot_wire_delta_decode(v, n);
+    assert_memory_equal(v, orig, sizeof v);
+    iot_wire_delta_encode(v, 0);
+    iot_wire_delta_decode(v, 0);
+    assert_memory_equal(v, orig, sizeof v);
+}
+
+/* Sorted times become small varints: the point of delta coding. */
+static void test_delta_coding_shrinks(void **state)
+{
+    (void)state;
+    struct fixture f;
+    make_fixture(&f);
+    size_t delta_size = protobuf_c_message_get_packed_size(&f.mpiio.base);
+    iot_wire_delta_decode(f.m_start, N_EV);
+    size_t abs_size = protobuf_c_message_get_packed_size(&f.mpiio.base);
+    assert_true(delta_size + 2 * 6 <= abs_size);
+}
+
+/* A small batch whose every byte a loop can afford to corrupt. */
+static uint8_t *small_batch(struct fixture *f, size_t *len)
+{
+    make_fixture(f);
+    f->mpiio.n_func = f->mpiio.n_tid = f->mpiio.n_callid = f->mpiio.n_file =
+        f->mpiio.n_offset = f->mpiio.n_bytes = f->mpiio.n_xfer = f->mpiio.n_t_start =
+            f->mpiio.n_duration = f->mpiio.n_ret = f->mpiio.n_coll_seq = 1;
+    iot_body *body = &f->body;
+    body->posix = NULL;
+    body->disk = NULL;
+    body->n_jobs = 0;
+    body->n_clock = 0;
+    body->n_files = 1;
+    body->n_drops = 1;
+    return encode(f, body, 7, len);
+}
+
+static uint64_t read_varint(const uint8_t *buf, size_t *p)
+{
+    uint64_t v = 0;
+    for (int s = 0;; s += 7) {
+        uint8_t byte = buf[(*p)++];
+        v |= (uint64_t)(byte & 0x7f) << s;
+        if (!(byte & 0x80))
+            return v;
+    }
+}
+
+/* Which envelope field (protobuf field number) each byte belongs to, tag
+ * and length prefix included. */
+static void map_fields(const uint8_t *buf, size_t len, int *field_of)
+{
+    size_t p = 0;
+    while (p < len) {
+        size_t start = p;
+        uint64_t tag = read_varint(buf, &p);
+        switch (tag & 7) {
+        case 0: read_varint(buf, &p); break;
+        case 1: p += 8; break;
+        case 2: p += read_varint(buf, &p); break;
+        case 5: p += 4; break;
+        default: fail_msg("unexpected wire type in a fresh batch");
+        }
+        for (size_t i = start; i < p && i < len; i++)
+            field_of[i] = (int)(tag >> 3);
+    }
+    assert_int_equal(p, len);
+}
+
+/* proto3 leaves zero-valued fields out, so a batch cut right after its
+ * producer, epoch or seq field reads as a complete batch whose remaining
+ * fields are all zero: no body, no events, CRC 0 of nothing.  Such a cut may
+ * only ever pass as that empty batch (the agent refuses empty batches for
+ * this reason; see docs/wire-format.md).  Every other cut is rejected. */
+static void test_truncated_every_length(void **state)
+{
+    (void)state;
+    struct fixture f;
+    size_t len;
+    uint8_t *buf = small_batch(&f, &len);
+    int *field_of = calloc(len, sizeof *field_of);
+    map_fields(buf, len, field_of);
+    for (size_t cut = 0; cut < len; cut++) {
+        char err[256] = "";
+        uint8_t *copy = malloc(cut ? cut : 1);
+        memcpy(copy, buf, cut);
+        if (iot_wire_validate(copy, cut, err, sizeof err) < 0) {
+            assert_true(strlen(err) > 10);
+            free(copy);
+            continue;
+        }
+        int ends_field = cut > 0 && field_of[cut - 1] != field_of[cut];
+        int last = cut > 0 ? field_of[cut - 1] : 0;
+        if (!ends_field || last < 3 || last > 5)
+            fail_msg("batch truncated to %zu of %zu bytes was accepted", cut, len);
+        iot_batch *b = iot_wire_open(copy, cut, NULL, 0);
+        assert_int_equal(b->raw_size, 0);
+        assert_int_equal(b->event_count, 0);
+        assert_int_equal(b->body.len, 0);
+        iot_wire_free_batch(b);
+        free(copy);
+    }
+    free(field_of);
+    free(buf);
+}
+
+static void test_flip_every_byte(void **state)
+{
+    (void)state;
+    struct fixture f;
+    size_t len;
+    uint8_t *buf = small_batch(&f, &len);
+    int *field_of = calloc(len, sizeof *field_of);
+    map_fields(buf, len, field_of);
+    /* The producer (3), epoch (4) and seq (5) fields are not covered. */
+    int accepted_in[16] = {0};
+    const uint8_t masks[] = {0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0xff};
+    uint8_t *copy = malloc(len);
+    for (size_t pos = 0; pos < len; pos++)
+        for (size_t m = 0; m < sizeof masks; m++) {
+            memcpy(copy, buf, len);
+            copy[pos] ^= masks[m];
+            char err[256] = "";
+            int field = field_of[pos];
+            if (iot_wire_validate(copy, len, err, sizeof err) < 0) {
+                assert_true(strlen(err) > 10);
+                continue;
+            }
+            if (field != 3 && field != 4 && field != 5)
+                fail_msg("flip 0x%02x at byte %zu (field %d) was accepted", masks[m], pos, field);
+            accepted_in[field]++;
+            iot_body *body = decode_ok(copy, len, NULL);
+            assert_body_equal(body, &f.body);
+            iot_wire_free_body(body);
+        }
+    /* Flips inside the epoch value always decode, to a different epoch. */
+    assert_true(accepted_in[4] >= 8 * 9);
+    assert_true(accepted_in[3] > 0);
+    assert_true(accepted_in[5] > 0);
+    free(copy);
+    free(field_of);
+    free(buf);
+}
+
+static void test_flip_in_body_is_checksum_mismatch(void **state)
+{
+    (void)state;
+    struct fixture f;
+    size_t len;
+    uint8_t *buf = small_batch(&f, &len);
+    iot_batch *b;
+    iot_body *body = decode_ok(buf, len, &b);
+    size_t body_len = b->body.len;
+    iot_wire_free_body(body);
+    iot_wire_free_batch(b);
+    /* The body bytes end the envelope. */
+    for (size_t pos = len - body_len; pos < len; pos++) {
+        buf[pos] ^= 0x10;
+        assert_rejected(buf, len, "checksum mismatch");
+        buf[pos] ^= 0x10;
+    }
+    free(buf);
+}
+
+/* Re-packs an envelope after a test changed it; `reseal` recomputes the CRC
+ * of the (possibly changed) body so that only the intended defect remains. */
+static uint8_t *repack(iot_batch *b, int reseal, size_t *len)
+{
+    if (reseal)
+        b->checksum = (uint32_t)crc32(crc32(0, Z_NULL, 0), b->body.data, (uInt)b->body.len);
+    *len = iotrace__batch__get_packed_size(b);
+    uint8_t *out = malloc(*len);
+    iotrace__batch__pack(b, out);
+    return out;
+}
+
+static iot_batch *open_fixture(struct fixture *f)
+{
+    make_fixture(f);
+    size_t len;
+    uint8_t *buf = encode(f, &f->body, 3, &len);
+    iot_batch *b = iot_wire_open(buf, len, NULL, 0);
+    assert_non_null(b);
+    free(buf);
+    return b;
+}
+
+static void test_envelope_defects(void **state)
+{
+    (void)state;
+    struct fixture f;
+    size_t len;
+    uint8_t *buf;
+    iot_batch *b = open_fixture(&f);
+    uint32_t raw_size = b->raw_size, count = b->event_count;
+
+    b->version = IOT_WIRE_VERSION + 1;
+    buf = repack(b, 0, &len);
+    assert_rejected(buf, len, "unsupported format version 2 (this build reads version 1)");
+    free(buf);
+    b->version = IOT_WIRE_VERSION;
+
+    b->compression = 7;
+    buf = repack(b, 0, &len);
+    assert_rejected(buf, len, "unknown compression");
+    free(buf);
+
+    b->compression = IOTRACE__COMPRESSION__COMPRESSION_NONE;
+    buf = repack(b, 0, &len);
+    assert_rejected(buf, len, "uncompressed body size does not match the envelope");
+    free(buf);
+    b->compression = IOTRACE__COMPRESSION__COMPRESSION_LZ4;
+
+    b->raw_size = raw_size + 1;
+    buf = repack(b, 0, &len);
+    assert_rejected(buf, len, "LZ4 body does not decompress to the declared");
+    free(buf);
+    b->raw_size = raw_size - 1;
+    buf = repack(b, 0, &len);
+    assert_rejected(buf, len, "LZ4 body does not decompress to the declared");
+    free(buf);
+
+    b->raw_size = IOT_WIRE_MAX_RAW + 1;
+    buf = repack(b, 0, &len);
+    assert_rejected(buf, len, "declared body size exceeds the limit");
+    free(buf);
+    b->raw_size = raw_size;
+
+    b->event_count = count + 1;
+    buf = repack(b, 0, &len);
+    assert_rejected(buf, len, "body holds 13 events, envelope says 14");
+    free(buf);
+    b->event_count = count;
+
+    b->checksum ^= 1;
+    buf = repack(b, 0, &len);
+    assert_rejected(buf, len, "checksum mismatch");
+    free(buf);
+
+    b->magic = 0x12345678;
+    buf = repack(b, 0, &len);
+    assert_rejected(buf, len, "not an iotrace batch (bad magic)");
+    free(buf);
+    b->magic = IOT_WIRE_MAGIC;
+
+    char *node = b->producer->node;
+    b->producer->node = "";
+    buf = repack(b, 0, &len);
+    assert_rejected(buf, len, "batch has no producer node");
+    free(buf);
+    b->producer->node = node;
+
+    /* An emptied body, even with a matching CRC, is not the declared body. */
+    size_t body_len = b->body.len;
+    b->body.len = 0;
+    buf = repack(b, 1, &len);
+    assert_rejected(buf, len, "LZ4 body does not decompress to the declared");
+    free(buf);
+    b->body.len = body_len;
+
+    iot_wire_free_batch(b);
+}
+
+static void test_stray_traffic(void **state)
+{
+    (void)state;
+    uint8_t junk[64];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)(i * 37 + 11);
+    assert_rejected(junk, 0, "batch of 0 bytes is too short");
+    assert_rejected(junk, 4, "batch of 4 bytes is too short");
+    assert_rejected(junk, sizeof junk, "not an iotrace batch (bad magic)");
+    /* Right magic, then nonsense. */
+    junk[0] = 0x0d;
+    junk[1] = 'I', junk[2] = 'O', junk[3] = 'T', junk[4] = 'R';
+    junk[5] = 0x12, junk[6] = 0xff; /* length-delimited field 2, absurd length */
+    assert_rejected(junk, sizeof junk, "malformed batch envelope");
+
+    /* Larger than any batch may be: refused before unpacking. */
+    size_t huge = (size_t)IOT_WIRE_MAX_BATCH + 1;
+    uint8_t *big = calloc(huge, 1);
+    memcpy(big, junk, 5);
+    assert_rejected(big, huge, "exceeds the limit of 67108864");
+    free(big);
+}
+
+/* Builds a batch around an arbitrary raw body, correctly compressed and
+ * sealed, so that only the body's own defect is left to find. */
+static uint8_t *wrap_raw_body(struct fixture *f, const iot_body *body, uint32_t count,
+                              size_t *len)
+{
+    size_t raw_len = protobuf_c_message_get_packed_size(&body->base);
+    uint8_t *raw = malloc(raw_len + 1);
+    protobuf_c_message_pack(&body->base, raw);
+    int bound = LZ4_compressBound((int)raw_len);
+    uint8_t *lz = malloc((size_t)bound);
+    int lz_len = LZ4_compress_default((char *)raw, (char *)lz, (int)raw_len, bound);
+    iot_batch b = IOTRACE__BATCH__INIT;
+    b.magic = IOT_WIRE_MAGIC;
+    b.version = IOT_WIRE_VERSION;
+    b.producer = &f->producer;
+    b.seq = 1;
+    b.event_count = count;
+    b.raw_size = (uint32_t)raw_len;
+    b.compression = IOTRACE__COMPRESSION__COMPRESSION_LZ4;
+    b.body.data = lz;
+    b.body.len = (size_t)lz_len;
+    uint8_t *out = repack(&b, 1, len);
+    free(raw);
+    free(lz);
+    return out;
+}
+
+static void test_body_defects(void **state)
+{
+    (void)state;
+    struct fixture f;
+    size_t len;
+    uint8_t *buf;
+    char err[256];
+
+    make_fixture(&f);
+    f.mpiio.n_xfer = N_EV - 1;
+    buf = wrap_raw_body(&f, &f.body, 13, &len);
+    assert_rejected(buf, len, "mpiio column 'xfer' has 2 values, expected 3");
+    free(buf);
+    assert_int_equal(iot_wire_encode(&f.producer, 1, 1, &f.body, &buf, &len, err, sizeof err),
+                     -1);
+    assert_string_equal(err, "mpiio column 'xfer' has 2 values, expected 3");
+
+    make_fixture(&f);
+    f.posix.n_ret = N_EV - 2;
+    buf = wrap_raw_body(&f, &f.body, 13, &len);
+    assert_rejected(buf, len, "posix column 'ret' has 1 values, expected 3");
+    free(buf);
+
+    make_fixture(&f);
+    f.disk.n_job = N_EV - 1;
+    buf = wrap_raw_body(&f, &f.body, 13, &len);
+    assert_rejected(buf, len, "disk column 'job' has 2 values, expected 3");
+    free(buf);
+
+    make_fixture(&f);
+    f.d_job[2] = 3; /* the dictionary holds 0..2 */
+    buf = wrap_raw_body(&f, &f.body, 13, &len);
+    assert_rejected(buf, len, "disk event 2 names job index 3 of 3");
+    free(buf);
+    assert_int_equal(iot_wire_encode(&f.producer, 1, 1, &f.body, &buf, &len, err, sizeof err),
+                     -1);
+
+    make_fixture(&f);
+    buf = wrap_raw_body(&f, &f.body, 12, &len);
+    assert_rejected(buf, len, "body holds 13 events, envelope says 12");
+    free(buf);
+
+    /* A body that decompresses fine but is not a Body message. */
+    iot_batch b = IOTRACE__BATCH__INIT;
+    uint8_t raw[32], lz[64];
+    memset(raw, 0xff, sizeof raw);
+    int lz_len = LZ4_compress_default((char *)raw, (char *)lz, sizeof raw, sizeof lz);
+    b.magic = IOT_WIRE_MAGIC;
+    b.version = IOT_WIRE_VERSION;
+    b.producer = &f.producer;
+    b.raw_size = sizeof raw;
+    b.compression = IOTRACE__COMPRESSION__COMPRESSION_LZ4;
+    b.body.data = lz;
+    b.body.len = (size_t)lz_len;
+    buf = repack(&b, 1, &len);
+    assert_rejected(buf, len, "malformed batch body");
+    free(buf);
+}
+
+/* COMPRESSION_NONE is part of the format (handy for debugging tools): the
+ * body is carried as is and must match raw_size. */
+static void test_uncompressed_batch(void **state)
+{
+    (void)state;
+    struct fixture f;
+    make_fixture(&f);
+    size_t raw_len = protobuf_c_message_get_packed_size(&f.body.base), len;
+    uint8_t *raw = malloc(raw_len);
+    protobuf_c_message_pack(&f.body.base, raw);
+    iot_batch b = IOTRACE__BATCH__INIT;
+    b.magic = IOT_WIRE_MAGIC;
+    b.version = IOT_WIRE_VERSION;
+    b.producer = &f.producer;
+    b.event_count = 13;
+    b.raw_size = (uint32_t)raw_len;
+    b.compression = IOTRACE__COMPRESSION__COMPRESSION_NONE;
+    b.body.data = raw;
+    b.body.len = raw_len;
+    uint8_t *buf = repack(&b, 1, &len);
+    iot_body *body = decode_ok(buf, len, NULL);
+    assert_body_equal(body, &f.body);
+    iot_wire_free_body(body);
+    free(buf);
+    free(raw);
+}
+
+static void test_function_table(void **state)
+{
+    (void)state;
+    assert_string_equal(iot_func_name(IOT_F_MPIIO_MPI_File_write_at_all),
+                        "MPI_File_write_at_all");
+    assert_int_equal(iot_func_kind(IOT_F_POSIX_pwrite64), IOT_KIND_POSIX);
+    assert_int_equal(iot_func_lookup(IOT_KIND_DISK, "writev"), IOT_F_DISK_writev);
+    assert_int_equal(iot_func_lookup(IOT_KIND_POSIX, "no_such_call"), IOT_F_NONE);
+    assert_null(iot_func_name(IOT_F_LIMIT));
+    assert_null(iot_func_name(0));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip_all_kinds),
+        cmocka_unit_test(test_round_trip_each_kind),
+        cmocka_unit_test(test_empty_body_is_valid),
+        cmocka_unit_test(test_delta_coding),
+        cmocka_unit_test(test_delta_coding_shrinks),
+        cmocka_unit_test(test_truncated_every_length),
+        cmocka_unit_test(test_flip_every_byte),
+        cmocka_unit_test(test_flip_in_body_is_checksum_mismatch),
+        cmocka_unit_test(test_envelope_defects),
+        cmocka_unit_test(test_stray_traffic),
+        cmocka_unit_test(test_body_defects),
+        cmocka_unit_test(test_uncompressed_batch),
+        cmocka_unit_test(test_function_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

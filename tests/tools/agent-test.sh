@@ -49,10 +49,16 @@ start_agent() {
     APID=$!
 }
 
-# Sends SIGTERM and waits; sets AGENT_RC and AGENT_SECONDS.
+# Sends SIGTERM and waits; an agent still running after 20 s is killed and
+# fails the test.  Sets AGENT_RC and AGENT_SECONDS.
 stop_agent() {
     local t0=$(date +%s.%N)
     kill -TERM "$APID"
+    local deadline=$((SECONDS + 20))
+    while kill -0 "$APID" 2>/dev/null && [ $SECONDS -lt $deadline ]; do
+        sleep 0.05
+    done
+    kill -0 "$APID" 2>/dev/null && fail "agent did not stop within 20 s of SIGTERM"
     wait "$APID"
     AGENT_RC=$?
     AGENT_SECONDS=$(echo "$(date +%s.%N) - $t0" | bc)
@@ -76,9 +82,10 @@ wait_for() {
     done
 }
 
-stored_count() { grep -c '^STORED' "$REC" 2>/dev/null || echo 0; }
+stored_count() { cat "$REC" 2>/dev/null | grep -c '^STORED'; }
 has_stored() { [ "$(stored_count)" -ge "$1" ]; }
 has_line() { grep -q "$1" "$2" 2>/dev/null; }
+not_running() { ! kill -0 "$1" 2>/dev/null; }
 
 # The value of one counter in the agent's last stats line.
 final_stat() {
@@ -163,11 +170,14 @@ CONF
 case_exactly_once() {
     start_collector
     start_agent
+    local pids=""
     for p in a b c; do
         run_producer $p --batches 40 --events-per-batch 1000 --rank 1 &
+        pids="$pids $!"
     done
     wait_for 30 "120 stored batches" has_stored 120
-    wait %1 %2 %3 2>/dev/null
+    # shellcheck disable=SC2086
+    wait $pids
     sleep 0.3
     stop_agent
     [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
@@ -184,9 +194,11 @@ case_slow_acks() {
     start_collector --credit 4 --ack-delay 20
     start_agent
     run_producer a --batches 30 --events-per-batch 500 &
+    local pa=$!
     run_producer b --batches 30 --events-per-batch 500 --rank 2 &
+    local pb=$!
     wait_for 30 "60 stored batches" has_stored 60
-    wait
+    wait $pa $pb
     stop_agent
     for p in a b; do check_exactly_once "$(producer_key $p)" 30; done
     expect_stat received 60
@@ -227,6 +239,7 @@ case_collector_dies() {
     start_collector --die-after 25
     start_agent
     run_producer a --batches 60 --events-per-batch 200
+    wait_for 20 "the test collector to die" not_running "$CPID"
     wait "$CPID"
     [ $? -eq 3 ] || fail "test collector did not die as asked"
     CPID=
@@ -288,7 +301,7 @@ case_garbage() {
 case_backpressure() {
     start_collector --no-ack
     start_agent --max-pending 200K --drain-timeout 0.5s
-    run_producer a --batches 300 --events-per-batch 1000 --nonblocking --hwm 5 --rate 300K
+    run_producer a --batches 300 --events-per-batch 1000 --nonblocking --hwm 5 --linger 0
     wait_for 10 "the full store" has_line "pending store full" "$T/agent.log"
     local dropped
     dropped=$(sed -n 's/.*dropped_batches=\([0-9]*\).*/\1/p' "$T/a.out")

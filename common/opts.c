@@ -151,7 +151,7 @@ static int load_config(const struct iot_opts_spec *spec, const char *path)
             rc = -1;
             break;
         }
-        rc = set_value(spec, o, strdup(val), where);
+        rc = set_value(spec, o, o->type == IOT_OPT_STRING ? strdup(val) : val, where);
     }
     fclose(f);
     return rc;
@@ -190,14 +190,18 @@ int iot_opts_parse(const struct iot_opts_spec *spec, int argc, char **argv)
             config = optarg;
         else if (c == OPT_HELP || c == 'h') {
             iot_opts_usage(spec, 0);
+            free(lo);
             exit(IOT_EXIT_OK);
         } else if (c == OPT_VERSION) {
             printf("%s %s\n", spec->program, IOTRACE_VERSION);
+            free(lo);
             exit(IOT_EXIT_OK);
         }
     }
-    if (config && load_config(spec, config) < 0)
+    if (config && load_config(spec, config) < 0) {
+        free(lo);
         exit(IOT_EXIT_USAGE);
+    }
 
     opterr = 0;
     optind = 1;
@@ -213,6 +217,7 @@ int iot_opts_parse(const struct iot_opts_spec *spec, int argc, char **argv)
             else
                 fprintf(stderr, "%s: option '%s' needs a value\n", spec->program, bad);
             fprintf(stderr, "Try '%s --help'.\n", spec->program);
+            free(lo);
             exit(IOT_EXIT_USAGE);
         }
         const struct iot_opt *o = NULL;
@@ -224,8 +229,10 @@ int iot_opts_parse(const struct iot_opts_spec *spec, int argc, char **argv)
                     o = &spec->opts[i];
         if (!o)
             continue;
-        if (set_value(spec, o, optarg, "command line") < 0)
+        if (set_value(spec, o, optarg, "command line") < 0) {
+            free(lo);
             exit(IOT_EXIT_USAGE);
+        }
     }
     free(lo);
     return optind;

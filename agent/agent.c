@@ -52,7 +52,7 @@ struct agent {
     int full_logged;
 };
 
-/* "5s", "500ms", "2m", or a bare number of seconds such as "0.5". */
+/* "5s", "500ms", "2m", "1h", or a bare number of seconds such as "0.5". */
 static int parse_duration(const char *s, int64_t *ns)
 {
     char *end;
@@ -65,6 +65,8 @@ static int parse_duration(const char *s, int64_t *ns)
         scale = 1e6;
     else if (!strcmp(end, "m") || !strcmp(end, "min"))
         scale = 60e9;
+    else if (!strcmp(end, "h"))
+        scale = 3600e9;
     else if (*end && strcmp(end, "s"))
         return -1;
     if (v * scale > 9e18)
@@ -134,7 +136,7 @@ static void parse_options(struct agent *a, int argc, char **argv)
             "Node agent of iotrace.  Receives trace batches from the processes of this node, "
             "keeps every batch until the collector has stored it, and forwards them in order "
             "within the collector's credit, resending after a reconnect.  DURATION is a "
-            "number with an optional unit: 500ms, 5s, 2m (seconds if none).  Logs go to "
+            "number with an optional unit: 500ms, 5s, 2m, 1h (seconds if none).  Logs go to "
             "stderr.  Exit status: 0 after a clean shutdown (even if batches were left "
             "unacknowledged; the log says how many), 1 if the agent cannot start, 2 on a "
             "usage error.",

@@ -17,7 +17,8 @@ foreach(case usage exactly_once slow_acks collector_restart collector_dies never
            COMMAND ${IOTRACE_TEST_DIR}/tools/agent-test.sh ${case}
                    $<TARGET_FILE:iotrace-agent> $<TARGET_FILE:iotrace-producer>
                    $<TARGET_FILE:test-agent-collector>)
-  set_tests_properties(agent.${case} PROPERTIES TIMEOUT 120 LABELS agent)
+  set_tests_properties(agent.${case} PROPERTIES TIMEOUT 120 LABELS agent
+                       ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
 endforeach()
 
 # Not a test: `cmake --build . --target bench-transport` prints events/s.
@@ -28,6 +29,12 @@ add_custom_target(bench-transport
   DEPENDS iotrace-agent iotrace-producer test-agent-collector
   USES_TERMINAL)
 if(TARGET iotrace-collector)
+  add_test(NAME agent.real_collector
+           COMMAND ${IOTRACE_TEST_DIR}/tools/agent-test.sh real_collector
+                   $<TARGET_FILE:iotrace-agent> $<TARGET_FILE:iotrace-producer>
+                   $<TARGET_FILE:iotrace-collector>)
+  set_tests_properties(agent.real_collector PROPERTIES TIMEOUT 120 LABELS agent
+                       ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
   add_custom_target(bench-transport-collector
     COMMAND ${IOTRACE_TEST_DIR}/tools/bench-transport.sh
             --agent $<TARGET_FILE:iotrace-agent> --producer $<TARGET_FILE:iotrace-producer>

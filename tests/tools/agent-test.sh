@@ -315,5 +315,37 @@ case_backpressure() {
     [ "$(final_stat received)" -lt 300 ] || fail "agent took every batch despite the limit"
 }
 
+# Against the real iotrace-collector (passed as TEST_COLLECTOR): killed and
+# restarted on the same store mid-stream, every batch ends up acknowledged.
+case_real_collector() {
+    start_real() {
+        "$COLLECTOR" --listen "tcp://127.0.0.1:$PORT" --store "$T/store" "$@" \
+            >>"$T/collector.log" 2>&1 &
+        CPID=$!
+    }
+    start_real --credit 2
+    start_agent
+    wait_for 20 "the first session" has_line "welcomed us" "$T/agent.log"
+    local pids=""
+    for p in a b c; do
+        run_producer $p --batches 40 --events-per-batch 2000 &
+        pids="$pids $!"
+    done
+    # shellcheck disable=SC2086
+    wait $pids
+    kill -KILL "$CPID"
+    wait "$CPID" 2>/dev/null
+    sleep 0.3
+    start_real
+    wait_for 60 "every batch acknowledged" has_line "acked=120 .* pending=0 " "$T/agent.log"
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    expect_stat received 120
+    expect_stat acked 120
+    expect_stat rejected 0
+    [ "$(final_stat reconnects)" -ge 1 ] || fail "reconnect not counted"
+    stop_collector
+}
+
 "case_$CASE"
 echo "PASS ($CASE)"

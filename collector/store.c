@@ -76,12 +76,6 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-static uint32_t crc_of(const uint8_t *p, size_t len)
-{
-    uLong crc = crc32(0L, Z_NULL, 0);
-    return (uint32_t)crc32(crc, p, (uInt)len); /* len <= IOT_WIRE_MAX_BATCH < 4 GiB */
-}
-
 static void put_header(uint8_t *p, uint32_t len, uint32_t crc, uint64_t recv_ns)
 {
     iot_put_u32(p, IOT_STORE_RECORD_MAGIC);
@@ -267,7 +261,7 @@ static enum rec_result read_record(struct seg_reader *r, struct rec_header *h, c
         snprintf(why, whylen, "read error: %s", rc < 0 ? strerror(errno) : "file shrank");
         return REC_IO;
     }
-    uint32_t crc = crc_of(r->payload, h->len);
+    uint32_t crc = iot_wire_crc32(r->payload, h->len);
     if (crc != h->crc) {
         snprintf(why, whylen, "CRC mismatch (stored 0x%08x, computed 0x%08x)", h->crc, crc);
         return REC_BAD_CRC;
@@ -694,7 +688,7 @@ int iot_store_append(struct iot_store *s, const uint8_t *batch, size_t len, uint
         rotate(s) < 0)
         return -1;
     uint8_t hb[IOT_STORE_RECORD_HEADER];
-    put_header(hb, (uint32_t)len, crc_of(batch, len), recv_ns);
+    put_header(hb, (uint32_t)len, iot_wire_crc32(batch, len), recv_ns);
     if (put_bytes(s, hb, sizeof hb) < 0 || put_bytes(s, batch, len) < 0)
         return -1;
     s->seg_bytes += rec;

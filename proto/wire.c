@@ -21,7 +21,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-static uint32_t crc32_of(const uint8_t *data, size_t len)
+uint32_t iot_wire_crc32(const uint8_t *data, size_t len)
 {
     uLong crc = crc32(0L, Z_NULL, 0);
     while (len > 0) {
@@ -152,7 +152,7 @@ int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
     b.compression = IOTRACE__COMPRESSION__COMPRESSION_LZ4;
     b.body.data = lz;
     b.body.len = (size_t)(lz_len > 0 ? lz_len : 0);
-    b.checksum = crc32_of(b.body.data, b.body.len);
+    b.checksum = iot_wire_crc32(b.body.data, b.body.len);
 
     size_t len = protobuf_c_message_get_packed_size(&b.base);
     uint8_t *buf = malloc(len);
@@ -204,7 +204,7 @@ iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errle
     else if (b->compression == IOTRACE__COMPRESSION__COMPRESSION_NONE &&
              b->body.len != b->raw_size)
         why = "uncompressed body size does not match the envelope";
-    else if (crc32_of(b->body.data, b->body.len) != b->checksum)
+    else if (iot_wire_crc32(b->body.data, b->body.len) != b->checksum)
         why = "checksum mismatch";
     if (why) {
         if (b->version != IOT_WIRE_VERSION)

@@ -51,6 +51,9 @@ void iot_wire_free_body(iot_body *body);
 void iot_wire_delta_encode(int64_t *values, size_t n);
 void iot_wire_delta_decode(int64_t *values, size_t n);
 
+/* CRC-32 (zlib polynomial) as used by batches and the collector's store. */
+uint32_t iot_wire_crc32(const uint8_t *data, size_t len);
+
 /* Producer identity as one printable key: "node/pid/start_time_ns". */
 int iot_wire_producer_key(const iot_producer *p, char *buf, size_t len);
 

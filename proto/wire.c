@@ -122,6 +122,8 @@ int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
     if (iot_wire_check_body(body, err, errlen) < 0)
         return -1;
     size_t raw_len = protobuf_c_message_get_packed_size(&body->base);
+    if (raw_len == 0)
+        return fail(err, errlen, "refusing to encode an empty batch");
     if (raw_len > IOT_WIRE_MAX_RAW)
         return fail(err, errlen, "body of %zu bytes exceeds the limit of %u", raw_len,
                     IOT_WIRE_MAX_RAW);
@@ -199,6 +201,11 @@ iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errle
     else if (b->compression != IOTRACE__COMPRESSION__COMPRESSION_LZ4 &&
              b->compression != IOTRACE__COMPRESSION__COMPRESSION_NONE)
         why = "unknown compression";
+    /* proto3 omits zero-valued fields, so an envelope cut short after its
+     * seq field unpacks as an empty batch. Storing it would make the real
+     * batch with that seq a "duplicate"; no producer sends empty batches. */
+    else if (b->raw_size == 0 || b->body.len == 0)
+        why = "batch has no body (truncated?)";
     else if (b->raw_size > IOT_WIRE_MAX_RAW)
         why = "declared body size exceeds the limit";
     else if (b->compression == IOTRACE__COMPRESSION__COMPRESSION_NONE &&

@@ -55,6 +55,8 @@ struct job_stat {
 struct job_list {
     struct job_stat *v;
     size_t cap;
+    struct job_stat *pending; /* per producer: events sent before its job was known */
+    size_t cap_pending;
     uint64_t *pairs; /* job << 32 | producer, deduplicated at the end */
     size_t n_pairs, cap_pairs;
     uint32_t job;
@@ -79,12 +81,27 @@ static int wanted(uint32_t want, const struct xp_event *ev)
     return want == UINT32_MAX || ev->job == want;
 }
 
+/* Under Hydra a rank learns its job id in MPI_Init, after it may have sent
+ * events (POSIX I/O before MPI_Init, say): those carry no job yet, and the
+ * job its producer announces later applies to them too. Disk events name
+ * their job themselves. */
+static int job_pending(const struct xp_event *ev)
+{
+    return ev->job == 0 && ev->kind != XP_DISK;
+}
+
+static void resolve_job(const struct xp_data *d, struct xp_event *ev)
+{
+    if (job_pending(ev))
+        ev->job = d->producers[ev->producer].job;
+}
+
 static int collect_event(void *ctx, const struct xp_data *d, const struct xp_event *ev,
                          char *err, size_t errlen)
 {
     (void)d;
     struct event_list *l = ctx;
-    if (!wanted(l->job, ev))
+    if (!wanted(l->job, ev) && !job_pending(ev))
         return 0;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4096;
@@ -245,8 +262,17 @@ static int export_jsonl(struct xp_data *d, uint32_t job)
         free(l.v);
         return data_error("%s%s", "", err);
     }
-    if (job != UINT32_MAX && l.n == 0)
+    size_t kept = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        resolve_job(d, &l.v[i]);
+        if (wanted(job, &l.v[i]))
+            l.v[kept++] = l.v[i];
+    }
+    l.n = kept;
+    if (job != UINT32_MAX && l.n == 0) {
+        free(l.v);
         return data_error("job '%s' has no events in %s", opt_job, opt_store);
+    }
     sort_data = d;
     qsort(l.v, l.n, sizeof *l.v, cmp_event);
     FILE *out = open_output(opt_jsonl);
@@ -309,12 +335,47 @@ static void count_event(struct job_stat *s, const struct xp_event *ev)
     s->events++;
 }
 
+static int grow_pending(struct job_list *l, size_t need)
+{
+    if (need <= l->cap_pending)
+        return 0;
+    size_t cap = l->cap_pending ? l->cap_pending : 16;
+    while (cap < need)
+        cap *= 2;
+    struct job_stat *v = realloc(l->pending, cap * sizeof *v);
+    if (!v)
+        return -1;
+    memset(v + l->cap_pending, 0, (cap - l->cap_pending) * sizeof *v);
+    l->pending = v;
+    l->cap_pending = cap;
+    return 0;
+}
+
+static void merge_stat(struct job_stat *into, const struct job_stat *s)
+{
+    if (s->events && (into->events == 0 || s->first < into->first))
+        into->first = s->first;
+    if (s->events && (into->events == 0 || s->last > into->last))
+        into->last = s->last;
+    into->events += s->events;
+    into->dropped += s->dropped;
+}
+
 static int tally_event(void *ctx, const struct xp_data *d, const struct xp_event *ev,
                        char *err, size_t errlen)
 {
     (void)d;
     struct job_list *l = ctx;
-    if (ev->job == 0 || !wanted(l->job, ev))
+    if (job_pending(ev)) {
+        if (grow_pending(l, (size_t)ev->producer + 1) < 0) {
+            snprintf(err, errlen, "out of memory listing jobs");
+            return -1;
+        }
+        l->pending[ev->producer].seen = 1;
+        count_event(&l->pending[ev->producer], ev);
+        return 0;
+    }
+    if (!wanted(l->job, ev))
         return 0;
     if (grow_jobs(l, (size_t)ev->job + 1) < 0 || add_pair(l, ev->job, ev->producer) < 0) {
         snprintf(err, errlen, "out of memory listing jobs");
@@ -322,6 +383,21 @@ static int tally_event(void *ctx, const struct xp_data *d, const struct xp_event
     }
     l->v[ev->job].seen = 1;
     count_event(&l->v[ev->job], ev);
+    return 0;
+}
+
+/* Events held per producer go to the job the producer announced at last. */
+static int settle_pending(const struct xp_data *d, struct job_list *l)
+{
+    for (size_t p = 0; p < l->cap_pending; p++) {
+        uint32_t job = p < d->n_producers ? d->producers[p].job : 0;
+        if (!l->pending[p].seen || job == 0 || (l->job != UINT32_MAX && job != l->job))
+            continue;
+        if (grow_jobs(l, (size_t)job + 1) < 0 || add_pair(l, job, (uint32_t)p) < 0)
+            return -1;
+        l->v[job].seen = 1;
+        merge_stat(&l->v[job], &l->pending[p]);
+    }
     return 0;
 }
 
@@ -437,11 +513,14 @@ static int list_jobs(struct xp_data *d, uint32_t job)
     int rc = IOT_EXIT_OK;
     if (xp_read_store(opt_store, d, tally_event, &l, err, sizeof err) < 0)
         rc = data_error("%s%s", "", err);
+    else if (settle_pending(d, &l) < 0)
+        rc = data_error("%s%s", "out of memory listing jobs", "");
     else if (l.n_pairs == 0 && job != UINT32_MAX)
         rc = data_error("job '%s' has no events in %s", opt_job, opt_store);
     else if (print_jobs(stdout, d, &l) < 0)
         rc = data_error("cannot write the job list: %s%s", strerror(errno), "");
     free(l.v);
+    free(l.pending);
     free(l.pairs);
     return rc;
 }

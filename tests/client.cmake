@@ -21,11 +21,13 @@ add_test(NAME client.wrapper_table
           ${IOTRACE_MPIO_DIR}/mpio.h ${IOTRACE_MPIO_DIR}/mpi_proto.h)
 add_test(NAME client.mpi_trace_end_to_end
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_mpi_trace.py ${IOTRACE_IT_ARGS})
+add_test(NAME client.job_from_mpi_init
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_job_from_init.py ${IOTRACE_IT_ARGS})
 add_test(NAME client.posix_and_fork
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_posix.py ${IOTRACE_IT_ARGS})
 add_test(NAME client.transparency
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_transparency.py ${IOTRACE_IT_ARGS})
-set_tests_properties(client.mpi_trace_end_to_end client.posix_and_fork client.transparency
+set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client.posix_and_fork client.transparency
   PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
 if(IOTRACE_SANITIZE)
   # The sanitized library preloaded ahead of libasan into forking and

@@ -12,12 +12,18 @@
  *   read_all_begin/end, iwrite_at, iread_at, iwrite_at_all, iread_all,
  *   write_shared, write_ordered, seek_shared, read_ordered, seek, write,
  *   read, write_at_c, sync, get_size, set_atomicity, close
- * and MPI_Wait, MPI_Test (until done), MPI_Waitall, MPI_Waitany. */
+ * and MPI_Wait, MPI_Test (until done), MPI_Waitall, MPI_Waitany.
+ *
+ * With MPIIO_MIX_PRE_INIT=PATH set, each process first writes a small file
+ * PATH.<pid> with plain POSIX calls before MPI_Init, as programs reading
+ * their input or configuration do; the job id tests look for these. */
+#include <fcntl.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int rank, nprocs;
 static MPI_Offset B;
@@ -53,8 +59,23 @@ static void expect(const char *buf, MPI_Offset n, int seed, const char *what)
 /* Region r of the file holds nprocs blocks, one per rank. */
 static MPI_Offset region(int r) { return (MPI_Offset)r * nprocs * B; }
 
+static void write_before_init(void)
+{
+    const char *base = getenv("MPIIO_MIX_PRE_INIT");
+    if (!base)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%d", base, (int)getpid());
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "before MPI_Init\n", 16) != 16 || close(fd) != 0) {
+        perror(path);
+        exit(3);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    write_before_init();
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);

@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages iotrace builds, runs and tests with.
 set -eu
 PACKAGES="build-essential cmake pkg-config python3 mpich libmpich-dev libzmq3-dev
-libprotobuf-c-dev protobuf-c-compiler liblz4-dev zlib1g-dev libjansson-dev libcmocka-dev"
+libprotobuf-c-dev protobuf-c-compiler liblz4-dev zlib1g-dev libjansson-dev libcmocka-dev
+glusterfs-server glusterfs-client libglusterfs-dev liburcu-dev fuse3"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

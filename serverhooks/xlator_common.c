@@ -1,0 +1,122 @@
+/* Options and private state shared by the iotrace translators. */
+#include "xlator_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <glusterfs/logging.h>
+#include <glusterfs/options.h>
+
+/* Catches a gluster_config.h that disagrees with how libglusterfs was built:
+ * with HAVE_ATOMIC_BUILTINS and SIZEOF_LONG right, atomics are bare. */
+_Static_assert(sizeof(gf_atomic_uint64_t) == sizeof(uint64_t), "gf_atomic layout");
+_Static_assert(sizeof(gf_atomic_uintptr_t) == sizeof(uintptr_t), "gf_atomic layout");
+_Static_assert(sizeof(off_t) == 8, "64-bit off_t");
+
+volume_option_t iotrace_xl_options[] = {
+    {
+        .key = {"agent"},
+        .type = GF_OPTION_TYPE_STR,
+        .default_value = "",
+        .description = "Endpoint of the node's iotrace agent. Empty: use "
+                       "the IOTRACE_AGENT environment variable (or the "
+                       "client library's default).",
+        .op_version = {1},
+        .flags = OPT_FLAG_SETTABLE | OPT_FLAG_DOC,
+    },
+    {
+        .key = {"registry"},
+        .type = GF_OPTION_TYPE_STR,
+        .default_value = "",
+        .description = "Name of the node-local CallID registry. Empty: use "
+                       "the IOTRACE_REGISTRY environment variable (or the "
+                       "documented default).",
+        .op_version = {1},
+        .flags = OPT_FLAG_SETTABLE | OPT_FLAG_DOC,
+    },
+    {.key = {NULL}},
+};
+
+/* Option value if non-empty, else the environment variable if non-empty,
+ * else NULL; always a fresh copy. *ok is cleared on allocation failure. */
+static char *pick(const char *opt, const char *env, int *ok)
+{
+    const char *v = (opt && *opt) ? opt : getenv(env);
+    if (!v || !*v)
+        return NULL;
+    char *copy = strdup(v);
+    if (!copy)
+        *ok = 0;
+    return copy;
+}
+
+static int conf_load(xlator_t *this, dict_t *options, struct iotrace_xl_conf *conf)
+{
+    char *agent = NULL, *registry = NULL;
+    /* Values not in `options` come back as the declared defaults. */
+    if (xlator_option_reconf_str(this, options, "agent", 5, &agent) != 0 ||
+        xlator_option_reconf_str(this, options, "registry", 8, &registry) != 0) {
+        gf_log(this->name, GF_LOG_ERROR, "invalid agent or registry option");
+        return -1;
+    }
+    int ok = 1;
+    conf->agent = pick(agent, "IOTRACE_AGENT", &ok);
+    conf->registry = pick(registry, "IOTRACE_REGISTRY", &ok);
+    if (!ok) {
+        free(conf->agent);
+        free(conf->registry);
+        conf->agent = conf->registry = NULL;
+        gf_log(this->name, GF_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int iotrace_xl_conf_init(xlator_t *this, const char *role)
+{
+    if (!this->children || this->children->next) {
+        gf_log(this->name, GF_LOG_ERROR, "%s needs exactly one subvolume", role);
+        return -1;
+    }
+    if (!this->parents)
+        gf_log(this->name, GF_LOG_WARNING, "dangling volume, check the volfile");
+
+    struct iotrace_xl_conf *conf = calloc(1, sizeof *conf);
+    if (!conf) {
+        gf_log(this->name, GF_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    if (conf_load(this, this->options, conf) != 0) {
+        free(conf);
+        return -1;
+    }
+    this->private = conf;
+    gf_log(this->name, GF_LOG_INFO, "%s loaded: agent=%s registry=%s", role,
+           conf->agent ? conf->agent : "(default)",
+           conf->registry ? conf->registry : "(default)");
+    return 0;
+}
+
+int iotrace_xl_conf_reconfigure(xlator_t *this, dict_t *options)
+{
+    struct iotrace_xl_conf *conf = this->private, fresh = {0};
+    if (!conf || conf_load(this, options, &fresh) != 0)
+        return -1;
+    /* Only the management path reconfigures; fops do not read these
+     * strings yet. Once they do, this swap must be made safe for them. */
+    free(conf->agent);
+    free(conf->registry);
+    *conf = fresh;
+    return 0;
+}
+
+void iotrace_xl_conf_fini(xlator_t *this)
+{
+    struct iotrace_xl_conf *conf = this->private;
+    this->private = NULL;
+    if (!conf)
+        return;
+    free(conf->agent);
+    free(conf->registry);
+    free(conf);
+}

@@ -12,23 +12,26 @@
 #include "iot_functions.h"
 #include "log.h"
 #include "opts.h"
+#include "slog2_read.h"
 #include "wire.h"
 
 static char *opt_store;
 static char *opt_job;
 static char *opt_jsonl;
 static int opt_list_jobs;
+static char *opt_dump_slog2;
 
 static const struct iot_opt options[] = {
     {"store", 's', IOT_OPT_STRING, &opt_store, "DIR", "store directory written by iotrace-collector (required)"},
     {"jsonl", 0, IOT_OPT_STRING, &opt_jsonl, "FILE", "write one JSON object per event to FILE ('-': standard output)"},
     {"list-jobs", 0, IOT_OPT_FLAG, &opt_list_jobs, NULL, "print one line per job in the store"},
     {"job", 'j', IOT_OPT_STRING, &opt_job, "ID", "only events of job ID"},
+    {"dump-slog2", 0, IOT_OPT_STRING, &opt_dump_slog2, "FILE", "print an SLOG-2 file one item per line and check its tree (alone, no --store)"},
 };
 
 static const struct iot_opts_spec spec = {
     .program = "iotrace-export",
-    .synopsis = "--store DIR [--job ID] (--jsonl FILE | --list-jobs)",
+    .synopsis = "--store DIR [--job ID] (--jsonl FILE | --list-jobs)\n   or: iotrace-export --dump-slog2 FILE",
     .description = "Exports the events in an iotrace collector store.  See docs/export.md.",
     .opts = options,
     .n_opts = (int)(sizeof options / sizeof options[0]),
@@ -542,10 +545,30 @@ static void check_options(int argc, char **argv, int first)
         usage_error("--job needs a job id");
 }
 
+/* --dump-slog2 reads a file, not a store; see docs/slog2-format.md. */
+static int dump_slog2(int argc, int first)
+{
+    char err[512];
+    if (first < argc || opt_store || opt_job || opt_jsonl || opt_list_jobs)
+        usage_error("--dump-slog2 FILE takes no other option or argument");
+    int rc = iot_slog2_dump(stdout, opt_dump_slog2, err, sizeof err);
+    if (fflush(stdout) != 0)
+        return data_error("cannot write the dump: %s%s", strerror(errno), "");
+    if (rc < 0)
+        return data_error("%s%s", "", err);
+    if (rc > 0)
+        return data_error("%s: %s", opt_dump_slog2,
+                          "violates SLOG-2 invariants (see the 'violation' lines)");
+    return IOT_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     iot_log_init(spec.program, IOT_LOG_WARN);
-    check_options(argc, argv, iot_opts_parse(&spec, argc, argv));
+    int first = iot_opts_parse(&spec, argc, argv);
+    if (opt_dump_slog2)
+        return dump_slog2(argc, first);
+    check_options(argc, argv, first);
     struct xp_data d;
     if (xp_data_init(&d) < 0)
         return data_error("%s%s", "out of memory", "");

@@ -1,0 +1,16 @@
+# SLOG-2 reader: the files Argonne's Java slog2sdk wrote, checked against
+# their FACTS.md and slog2printrecur dumps, plus damaged copies of them.
+set(IOTRACE_SLOG2_REFERENCE "${CMAKE_SOURCE_DIR}/../shared/reference/slog2" CACHE PATH
+    "directory of reference SLOG-2 files written by slog2sdk")
+add_executable(test_slog2 ${IOTRACE_TEST_DIR}/unit/test_slog2.c)
+target_link_libraries(test_slog2 PRIVATE iotrace-slog2 PkgConfig::CMOCKA)
+if(EXISTS "${IOTRACE_SLOG2_REFERENCE}/FACTS.md")
+  add_test(NAME slog2.reader COMMAND test_slog2 ${IOTRACE_SLOG2_REFERENCE})
+  add_test(NAME slog2.dump_cli
+    COMMAND sh ${IOTRACE_TEST_DIR}/tools/slog2-dump-cli.sh $<TARGET_FILE:iotrace-export>
+            ${IOTRACE_SLOG2_REFERENCE})
+  set_tests_properties(slog2.reader slog2.dump_cli PROPERTIES LABELS slog2 TIMEOUT 600)
+else()
+  message(STATUS "SLOG-2 reference files not found in ${IOTRACE_SLOG2_REFERENCE}: "
+                 "skipping the slog2 tests (set IOTRACE_SLOG2_REFERENCE)")
+endif()

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "clocksync.h"
 #include "intake.h"
 #include "log.h"
 #include "opts.h"
@@ -33,18 +34,20 @@ struct config {
     char *credit_timeout;
     char *drain_timeout;
     char *stats_interval;
+    char *clock_interval;
     char *log_level;
 };
 
 struct agent {
     struct config cfg;
-    int64_t credit_timeout_ns, drain_timeout_ns, stats_interval_ns;
+    int64_t credit_timeout_ns, drain_timeout_ns, stats_interval_ns, clock_interval_ns;
     char hostname[256];
     void *zctx;
     int sigfd;
     struct spool spool;
     struct intake intake;
     struct uplink uplink;
+    struct clocksync clock;
     struct agent_stats stats;
     int intake_open;
     int stopping;
@@ -105,6 +108,7 @@ static void parse_options(struct agent *a, int argc, char **argv)
         .credit_timeout = "30s",
         .drain_timeout = "5s",
         .stats_interval = "10s",
+        .clock_interval = "10s",
         .log_level = "info",
     };
     const struct iot_opt opts[] = {
@@ -126,6 +130,10 @@ static void parse_options(struct agent *a, int argc, char **argv)
          "on SIGTERM/SIGINT, time allowed to get pending batches acknowledged (default 5s)"},
         {"stats-interval", 0, IOT_OPT_STRING, &c->stats_interval, "DURATION",
          "log the counters this often when they changed (default 10s)"},
+        {"clock-interval", 0, IOT_OPT_STRING, &c->clock_interval, "DURATION",
+         "measure this node's clock against the collector's this often, and right after "
+         "every (re)connect: a burst of 8 exchanges, the one with the smallest round trip "
+         "kept and sent as a clock sample; 0 turns it off (default 10s)"},
         {"log-level", 0, IOT_OPT_STRING, &c->log_level, "LEVEL",
          "error, warn, info or debug (default info)"},
     };
@@ -135,7 +143,9 @@ static void parse_options(struct agent *a, int argc, char **argv)
         .description =
             "Node agent of iotrace.  Receives trace batches from the processes of this node, "
             "keeps every batch until the collector has stored it, and forwards them in order "
-            "within the collector's credit, resending after a reconnect.  DURATION is a "
+            "within the collector's credit, resending after a reconnect.  It also measures "
+            "the node's clock against the collector's and sends the results, so that the "
+            "collector can align the nodes' timelines.  DURATION is a "
             "number with an optional unit: 500ms, 5s, 2m, 1h (seconds if none).  Logs go to "
             "stderr.  Exit status: 0 after a clean shutdown (even if batches were left "
             "unacknowledged; the log says how many), 1 if the agent cannot start, 2 on a "
@@ -158,6 +168,9 @@ static void parse_options(struct agent *a, int argc, char **argv)
         a->stats_interval_ns == 0)
         usage_error("--stats-interval expects a duration such as 10s, got '%s'",
                     c->stats_interval);
+    if (parse_duration(c->clock_interval, &a->clock_interval_ns) < 0)
+        usage_error("--clock-interval expects a duration such as 10s (0: off), got '%s'",
+                    c->clock_interval);
     int level = iot_log_parse_level(c->log_level);
     if (level < 0)
         usage_error("--log-level expects error, warn, info or debug, got '%s'", c->log_level);
@@ -209,6 +222,8 @@ static int start(struct agent *a)
     if (uplink_open(&a->uplink, a->zctx, a->cfg.collector, a->cfg.node, new_session_id(),
                     a->credit_timeout_ns, &a->spool, &a->stats) < 0)
         return -1;
+    clocksync_init(&a->clock, &a->uplink, &a->spool, &a->stats, a->cfg.node,
+                   a->cfg.collector, a->clock_interval_ns);
     return 0;
 }
 
@@ -245,6 +260,7 @@ static void begin_shutdown(struct agent *a, int signo)
         return;
     }
     a->stopping = 1;
+    clocksync_stop(&a->clock); /* a new sample now would only lengthen the drain */
     take_from_producers(a, INT32_MAX);
     intake_close(&a->intake);
     a->intake_open = 0;
@@ -259,6 +275,20 @@ static void read_signals(struct agent *a)
     struct signalfd_siginfo si;
     while (read(a->sigfd, &si, sizeof si) == (ssize_t)sizeof si)
         begin_shutdown(a, (int)si.ssi_signo);
+}
+
+/* The loop wakes at least every LOOP_TICK_MS, and sooner when a clock
+ * exchange is due (they are a few ms apart within a burst). */
+static long poll_timeout_ms(const struct agent *a, int64_t now)
+{
+    int64_t due = clocksync_due(&a->clock);
+    if (due == INT64_MAX)
+        return LOOP_TICK_MS;
+    int64_t left = due - now;
+    if (left <= 0)
+        return 0;
+    left = (left + 999999) / 1000000;
+    return left < LOOP_TICK_MS ? (long)left : LOOP_TICK_MS;
 }
 
 static int run(struct agent *a)
@@ -280,19 +310,23 @@ static int run(struct agent *a)
         uplink_poll_items(&a->uplink, &items[n]);
         n += UPLINK_POLL_ITEMS;
 
-        if (zmq_poll(items, n, LOOP_TICK_MS) < 0 && zmq_errno() != EINTR) {
+        if (zmq_poll(items, n, poll_timeout_ms(a, now)) < 0 && zmq_errno() != EINTR) {
             iot_err("poll failed: %s", zmq_strerror(zmq_errno()));
             return -1;
         }
         if (items[0].revents & ZMQ_POLLIN)
             read_signals(a);
+        /* The collector's messages first: a clock answer read after a burst
+         * of producer batches would carry their processing time in its
+         * round trip. */
+        uplink_handle(&a->uplink, &items[uplink_at]);
         if (intake_at >= 0 && a->intake_open && (items[intake_at].revents & ZMQ_POLLIN))
             take_from_producers(a, INTAKE_BURST);
         else if (a->intake_open)
             note_backpressure(a);
-        uplink_handle(&a->uplink, &items[uplink_at]);
-        uplink_pump(&a->uplink);
         now = iot_mono_ns();
+        clocksync_tick(&a->clock, now);
+        uplink_pump(&a->uplink);
         uplink_tick(&a->uplink, now);
         if (now >= next_stats) {
             stats_log(&a->stats, &a->spool, 0);

@@ -1,5 +1,6 @@
 #include "stats.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "log.h"
@@ -13,13 +14,20 @@ void stats_log(const struct agent_stats *st, const struct spool *sp, int force)
         return;
     last = *st;
     last_pending = sp->count;
+    char offset[24] = "-", rtt[24] = "-";
+    if (st->clock_valid) {
+        snprintf(offset, sizeof offset, "%lld", (long long)st->clock_offset_ns);
+        snprintf(rtt, sizeof rtt, "%llu", (unsigned long long)st->clock_rtt_ns);
+    }
     iot_info("stats: received=%llu invalid=%llu forwarded=%llu resent=%llu acked=%llu "
-             "duplicate=%llu rejected=%llu pending=%zu pending_bytes=%llu reconnects=%llu",
+             "duplicate=%llu rejected=%llu pending=%zu pending_bytes=%llu reconnects=%llu "
+             "clock_samples=%llu clock_offset_ns=%s clock_rtt_ns=%s",
              (unsigned long long)st->received, (unsigned long long)st->invalid,
              (unsigned long long)st->forwarded, (unsigned long long)st->resent,
              (unsigned long long)st->acked, (unsigned long long)st->duplicates,
              (unsigned long long)st->rejected, sp->count, (unsigned long long)sp->bytes,
-             (unsigned long long)st->reconnects);
+             (unsigned long long)st->reconnects, (unsigned long long)st->clock_samples, offset,
+             rtt);
 }
 
 int ratelimit_allow(struct ratelimit *rl, int64_t now_ns, uint64_t *suppressed)

@@ -17,6 +17,11 @@ struct agent_stats {
     uint64_t duplicates; /* of those, the collector already had the batch */
     uint64_t rejected;   /* of those, the collector refused the batch */
     uint64_t reconnects; /* sessions opened after the first */
+    uint64_t clock_samples; /* clock batches of the agent's own put in the pending store */
+    uint64_t clock_valid;   /* the two below hold the last burst's kept sample (not an
+                               int: stats_log compares whole structs, padding included) */
+    int64_t clock_offset_ns;
+    uint64_t clock_rtt_ns;
 };
 
 /* Logs one line if anything changed since the last call (or if `force`). */

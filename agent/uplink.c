@@ -182,6 +182,7 @@ static void on_welcome(struct uplink *ul, zmq_msg_t *f, int n)
                  ul->spool->count);
     ul->credit = credit;
     ul->state = UPLINK_READY;
+    ul->sessions++;
 }
 
 static void log_rejection(struct uplink *ul, const char *key, uint64_t seq, zmq_msg_t *reason)
@@ -224,12 +225,29 @@ static void on_ack(struct uplink *ul, zmq_msg_t *f, int n)
     }
 }
 
+/* t4 is taken first thing: whatever this loop turn did before reading the
+ * message already counts in the round trip, nothing after it should. */
+static void on_pong(struct uplink *ul, zmq_msg_t *f, int n)
+{
+    int64_t t4 = iot_now_ns();
+    if (n != 5 || zmq_msg_size(&f[2]) != 8 || zmq_msg_size(&f[3]) != 8 ||
+        zmq_msg_size(&f[4]) != 8) {
+        iot_warn("malformed PONG from the collector");
+        return;
+    }
+    if (ul->on_pong)
+        ul->on_pong(ul->pong_ctx, (int64_t)iot_get_u64(zmq_msg_data(&f[2])),
+                    (int64_t)iot_get_u64(zmq_msg_data(&f[3])),
+                    (int64_t)iot_get_u64(zmq_msg_data(&f[4])), t4);
+}
+
 static const struct {
     const char *type;
     void (*handle)(struct uplink *ul, zmq_msg_t *frames, int n);
 } handlers[] = {
     {IOT_LINK_WELCOME, on_welcome},
     {IOT_LINK_ACK, on_ack},
+    {IOT_LINK_PONG, on_pong},
 };
 
 static int frame_is(zmq_msg_t *f, const char *s)
@@ -326,6 +344,23 @@ void uplink_pump(struct uplink *ul)
         spool_mark_sent(ul->spool, e);
         ul->stats->forwarded++;
     }
+}
+
+int uplink_send_ping(struct uplink *ul, int64_t *t1)
+{
+    if (ul->state != UPLINK_READY)
+        return -1;
+    uint8_t stamp[8];
+    *t1 = iot_now_ns();
+    iot_put_u64(stamp, (uint64_t)*t1);
+    if (zmq_send(ul->sock, IOT_LINK_PROTO, strlen(IOT_LINK_PROTO), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return -1;
+    if (zmq_send(ul->sock, IOT_LINK_PING, strlen(IOT_LINK_PING), ZMQ_SNDMORE) < 0 ||
+        zmq_send(ul->sock, stamp, sizeof stamp, 0) < 0) {
+        iot_warn("sending a clock PING: %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    return 0;
 }
 
 void uplink_tick(struct uplink *ul, int64_t now_ns)

@@ -39,6 +39,12 @@ struct uplink {
     int retry_logged;
     int64_t quiet_since; /* when the collector last gave a sign of progress */
     struct ratelimit reject_log;
+    uint64_t sessions;   /* WELCOMEs received: a new value means a new session */
+
+    /* Called for every well-formed PONG with its timestamps (t4: when it was
+     * read); set by the clock synchronisation. */
+    void (*on_pong)(void *ctx, int64_t t1, int64_t t2, int64_t t3, int64_t t4);
+    void *pong_ctx;
 };
 
 #define UPLINK_POLL_ITEMS 2
@@ -54,6 +60,11 @@ void uplink_handle(struct uplink *ul, const zmq_pollitem_t *items);
 
 /* Sends waiting batches, oldest first, while the credit allows. */
 void uplink_pump(struct uplink *ul);
+
+/* Sends a PING stamped with the node clock, returned in *t1, taken just
+ * before sending.  -1 outside a session (before WELCOME) or if the socket
+ * refuses it. */
+int uplink_send_ping(struct uplink *ul, int64_t *t1);
 
 /* Ends a session in which the collector stopped answering. */
 void uplink_tick(struct uplink *ul, int64_t now_ns);

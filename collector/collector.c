@@ -254,6 +254,28 @@ static struct ack *queue_ack(struct collector *c, struct message *m, enum iot_ac
     return a;
 }
 
+/* Answered at once, not queued with the group's ACKs: time spent here
+ * before t2 or after t3 counts as round trip and widens the agent's error
+ * bound, time between them does not matter. */
+static void handle_ping(struct collector *c, struct message *m)
+{
+    int64_t t2 = iot_now_ns();
+    if (m->n != 4 || frame_size(m, 3) != 8) {
+        c->count.malformed++;
+        report(c, m, "ignored a PING of %d frames (expected 3, the last of 8 bytes)",
+               m->n - 1);
+        return;
+    }
+    uint8_t t[2][8];
+    iot_put_u64(t[0], (uint64_t)t2);
+    const void *data[] = {frame_data(m, 0), IOT_LINK_PROTO, IOT_LINK_PONG, frame_data(m, 3),
+                          t[0], t[1]};
+    size_t len[] = {frame_size(m, 0), strlen(IOT_LINK_PROTO), strlen(IOT_LINK_PONG), 8, 8, 8};
+    iot_put_u64(t[1], (uint64_t)iot_now_ns());
+    if (send_frames(c->sock, data, len, 6) < 0)
+        iot_debug("cannot send PONG: %s", zmq_strerror(errno));
+}
+
 static void handle_hello(struct collector *c, struct message *m)
 {
     if (m->n != 5) {
@@ -314,7 +336,20 @@ static int store_batch(struct collector *c, const uint8_t *data, size_t len, con
     return 0;
 }
 
-static void accept_batch(struct collector *c, struct message *m, const iot_batch *b)
+/* The agents' clock samples are stored like any batch and used at export;
+ * the debug log shows them as they come. */
+static void log_clock(const iot_batch *b, const iot_body *body)
+{
+    for (size_t i = 0; i < body->n_clock; i++) {
+        const Iotrace__ClockSync *s = body->clock[i];
+        iot_debug("agent %s clock: offset %lld ns, rtt %llu ns, error bound %llu ns (at %lld)",
+                  b->producer->node, (long long)s->offset_ns, (unsigned long long)s->rtt_ns,
+                  (unsigned long long)(s->rtt_ns / 2 + (s->rtt_ns & 1)), (long long)s->local_ns);
+    }
+}
+
+static void accept_batch(struct collector *c, struct message *m, const iot_batch *b,
+                         const iot_body *body)
 {
     char key[KEY_MAX];
     if (iot_wire_producer_key(b->producer, key, sizeof key) < 0) {
@@ -332,6 +367,7 @@ static void accept_batch(struct collector *c, struct message *m, const iot_batch
         return;
     }
     queue_ack(c, m, IOT_ACK_STORED, key, b->epoch, b->seq, "");
+    log_clock(b, body);
     c->count.batches++;
     c->count.events += b->event_count;
 }
@@ -349,7 +385,7 @@ static void handle_batch(struct collector *c, struct message *m, struct group *g
     iot_batch *b = iot_wire_open(frame_data(m, 3), frame_size(m, 3), reason, sizeof reason);
     iot_body *body = b ? iot_wire_body(b, reason, sizeof reason) : NULL;
     if (body)
-        accept_batch(c, m, b);
+        accept_batch(c, m, b, body);
     else
         reject_batch(c, m, b, reason);
     iot_wire_free_body(body);
@@ -370,7 +406,9 @@ static void handle_message(struct collector *c, struct message *m, struct group 
         handle_batch(c, m, g);
     } else if (frame_is(m, 2, IOT_LINK_HELLO)) {
         handle_hello(c, m);
-    } else if (!frame_is(m, 2, IOT_LINK_PING)) {
+    } else if (frame_is(m, 2, IOT_LINK_PING)) {
+        handle_ping(c, m);
+    } else {
         c->count.malformed++;
         printable(text, sizeof text, frame_data(m, 2), frame_size(m, 2));
         report(c, m, "ignored a message of unknown type '%s'", text);

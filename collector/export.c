@@ -1,6 +1,8 @@
 /* iotrace-export: turns a collector store into JSON Lines (one object per
- * event, in time order) or a list of the jobs it holds.  Reads without
- * locking, so it works while a collector is writing.  See docs/export.md. */
+ * event, in time order), a list of the jobs it holds or a report of the
+ * nodes' clocks.  Event times are aligned to the collector's clock (unless
+ * --no-align).  Reads without locking, so it works while a collector is
+ * writing.  See docs/export.md. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -19,19 +21,25 @@ static char *opt_store;
 static char *opt_job;
 static char *opt_jsonl;
 static int opt_list_jobs;
+static int opt_clock;
+static int opt_no_align;
 static char *opt_dump_slog2;
 
 static const struct iot_opt options[] = {
     {"store", 's', IOT_OPT_STRING, &opt_store, "DIR", "store directory written by iotrace-collector (required)"},
     {"jsonl", 0, IOT_OPT_STRING, &opt_jsonl, "FILE", "write one JSON object per event to FILE ('-': standard output)"},
     {"list-jobs", 0, IOT_OPT_FLAG, &opt_list_jobs, NULL, "print one line per job in the store"},
+    {"clock", 0, IOT_OPT_FLAG, &opt_clock, NULL, "print one line per node: clock samples, offset to the collector, round trip, error bound, drift"},
     {"job", 'j', IOT_OPT_STRING, &opt_job, "ID", "only events of job ID"},
+    {"no-align", 0, IOT_OPT_FLAG, &opt_no_align, NULL, "keep every event on its node's own clock instead of mapping it to the collector's"},
     {"dump-slog2", 0, IOT_OPT_STRING, &opt_dump_slog2, "FILE", "print an SLOG-2 file one item per line and check its tree (alone, no --store)"},
 };
 
 static const struct iot_opts_spec spec = {
     .program = "iotrace-export",
-    .synopsis = "--store DIR [--job ID] (--jsonl FILE | --list-jobs)\n   or: iotrace-export --dump-slog2 FILE",
+    .synopsis = "--store DIR [--job ID] [--no-align] (--jsonl FILE | --list-jobs)\n"
+                "   or: iotrace-export --store DIR --clock\n"
+                "   or: iotrace-export --dump-slog2 FILE",
     .description = "Exports the events in an iotrace collector store.  See docs/export.md.",
     .opts = options,
     .n_opts = (int)(sizeof options / sizeof options[0]),
@@ -378,7 +386,8 @@ static int tally_event(void *ctx, const struct xp_data *d, const struct xp_event
         count_event(&l->pending[ev->producer], ev);
         return 0;
     }
-    if (!wanted(l->job, ev))
+    /* Disk operations tagged with no job belong to no job's line. */
+    if (ev->job == 0 || !wanted(l->job, ev))
         return 0;
     if (grow_jobs(l, (size_t)ev->job + 1) < 0 || add_pair(l, ev->job, ev->producer) < 0) {
         snprintf(err, errlen, "out of memory listing jobs");
@@ -537,8 +546,10 @@ static void check_options(int argc, char **argv, int first)
     }
     if (!opt_store || !opt_store[0])
         usage_error("--store DIR is required");
-    if (!opt_jsonl == !opt_list_jobs)
-        usage_error("give exactly one of --jsonl FILE and --list-jobs");
+    if ((opt_jsonl != NULL) + opt_list_jobs + opt_clock != 1)
+        usage_error("give exactly one of --jsonl FILE, --list-jobs and --clock");
+    if (opt_clock && (opt_job || opt_no_align))
+        usage_error("--clock reports every node and takes neither --job nor --no-align");
     if (opt_jsonl && !opt_jsonl[0])
         usage_error("--jsonl needs a file name, or '-' for standard output");
     if (opt_job && !opt_job[0])
@@ -549,7 +560,8 @@ static void check_options(int argc, char **argv, int first)
 static int dump_slog2(int argc, int first)
 {
     char err[512];
-    if (first < argc || opt_store || opt_job || opt_jsonl || opt_list_jobs)
+    if (first < argc || opt_store || opt_job || opt_jsonl || opt_list_jobs || opt_clock ||
+        opt_no_align)
         usage_error("--dump-slog2 FILE takes no other option or argument");
     int rc = iot_slog2_dump(stdout, opt_dump_slog2, err, sizeof err);
     if (fflush(stdout) != 0)
@@ -560,6 +572,90 @@ static int dump_slog2(int argc, int first)
         return data_error("%s: %s", opt_dump_slog2,
                           "violates SLOG-2 invariants (see the 'violation' lines)");
     return IOT_EXIT_OK;
+}
+
+/* Node names come from producers: shown in text lines as printable ASCII,
+ * anything else as '?'. */
+static const char *printable(const char *s, char *buf, size_t len)
+{
+    size_t n = 0;
+    for (; *s && n + 1 < len; s++)
+        buf[n++] = (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f ? *s : '?';
+    buf[n] = '\0';
+    return buf;
+}
+
+/* --clock: one line per node, sorted by name. */
+static int cmp_node(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void print_clock_line(FILE *out, const char *name, const struct iot_clockmap *m)
+{
+    char node[256];
+    printable(name, node, sizeof node);
+    struct iot_clock_summary s;
+    iot_clockmap_summary(m, &s);
+    if (!s.samples) {
+        fprintf(out, "%s samples=0 offset_ns=- rtt_ns=- error_ns=- drift_ppm=- first=- last=-\n",
+                node);
+        return;
+    }
+    char first[48], last[48], drift[32] = "-";
+    format_time(first, sizeof first, iot_clockmap_map(m, s.first_local_ns));
+    format_time(last, sizeof last, iot_clockmap_map(m, s.last_local_ns));
+    if (s.has_drift)
+        snprintf(drift, sizeof drift, "%+.3f", s.drift_ppm);
+    fprintf(out, "%s samples=%zu offset_ns=%lld rtt_ns=%llu error_ns=%lld drift_ppm=%s first=%s "
+            "last=%s\n", node, s.samples, (long long)s.offset_ns, (unsigned long long)s.rtt_ns,
+            (long long)s.error_ns, drift, first, last);
+}
+
+static int clock_report(struct xp_data *d)
+{
+    char err[512];
+    if (xp_read_clocks(opt_store, d, err, sizeof err) < 0)
+        return data_error("%s%s", "", err);
+    const char **names = calloc(d->nodes.n + 1, sizeof *names);
+    if (!names)
+        return data_error("%s%s", "out of memory", "");
+    size_t n = 0;
+    for (size_t i = 1; i < d->nodes.n; i++) /* 0 is "" */
+        names[n++] = d->nodes.str[i];
+    qsort(names, n, sizeof *names, cmp_node);
+    for (size_t i = 0; i < n; i++)
+        print_clock_line(stdout, names[i], &d->clocks[xp_intern(&d->nodes, names[i])].map);
+    free(names);
+    if (fflush(stdout) != 0)
+        return data_error("cannot write the clock report: %s%s", strerror(errno), "");
+    return IOT_EXIT_OK;
+}
+
+/* A node whose agent sent no clock samples (an old agent, or a collector
+ * that did not answer) cannot be aligned; say so rather than mix clocks
+ * silently. */
+static void report_unaligned(const struct xp_data *d)
+{
+    char node[256];
+    for (size_t i = 1; i < d->n_clocks && i < d->nodes.n; i++)
+        if (d->clocks[i].events && !d->clocks[i].map.n)
+            fprintf(stderr, "%s: warning: node '%s' has no clock samples; its %llu event%s "
+                    "the node's own clock\n", spec.program,
+                    printable(d->nodes.str[i], node, sizeof node),
+                    (unsigned long long)d->clocks[i].events,
+                    d->clocks[i].events == 1 ? " keeps" : "s keep");
+}
+
+static int export_events(struct xp_data *d, uint32_t job)
+{
+    char err[512];
+    if (!opt_no_align && xp_read_clocks(opt_store, d, err, sizeof err) < 0)
+        return data_error("%s%s", "", err);
+    int rc = opt_list_jobs ? list_jobs(d, job) : export_jsonl(d, job);
+    if (!opt_no_align)
+        report_unaligned(d);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -577,7 +673,7 @@ int main(int argc, char **argv)
         xp_data_free(&d);
         return data_error("%s%s", "out of memory", "");
     }
-    int rc = opt_list_jobs ? list_jobs(&d, job) : export_jsonl(&d, job);
+    int rc = opt_clock ? clock_report(&d) : export_events(&d, job);
     xp_data_free(&d);
     return rc;
 }

@@ -120,6 +120,9 @@ int xp_data_init(struct xp_data *d)
 
 void xp_data_free(struct xp_data *d)
 {
+    for (size_t i = 0; i < d->n_clocks; i++)
+        iot_clockmap_free(&d->clocks[i].map);
+    free(d->clocks);
     free_strings(&d->jobs);
     free_strings(&d->nodes);
     free_strings(&d->servers);
@@ -129,6 +132,29 @@ void xp_data_free(struct xp_data *d)
     free(d->files);
     free(d->producers);
     memset(d, 0, sizeof *d);
+}
+
+/* One xp_clock per interned node. */
+static int ensure_clocks(struct xp_data *d)
+{
+    size_t need = d->nodes.n;
+    if (need <= d->n_clocks)
+        return 0;
+    struct xp_clock *v = realloc(d->clocks, need * sizeof *v);
+    if (!v)
+        return -1;
+    for (size_t i = d->n_clocks; i < need; i++) {
+        iot_clockmap_init(&v[i].map);
+        v[i].events = 0;
+    }
+    d->clocks = v;
+    d->n_clocks = need;
+    return 0;
+}
+
+const struct iot_clockmap *xp_node_clock(const struct xp_data *d, uint32_t node)
+{
+    return node < d->n_clocks && d->clocks[node].map.n ? &d->clocks[node].map : NULL;
 }
 
 static size_t file_slot(const struct xp_file *files, size_t size, uint32_t producer,
@@ -197,7 +223,8 @@ static int new_producer(struct xp_data *d, const iot_producer *p)
     x->pid = p->pid;
     x->rank = p->rank;
     x->kind = (int)p->kind;
-    if (x->node == UINT32_MAX || x->job == UINT32_MAX || x->server == UINT32_MAX)
+    if (x->node == UINT32_MAX || x->job == UINT32_MAX || x->server == UINT32_MAX ||
+        ensure_clocks(d) < 0)
         return -1;
     d->n_producers++;
     return 0;
@@ -229,8 +256,21 @@ static uint32_t producer_index(struct xp_data *d, const iot_producer *p)
     return refresh_producer(d, &d->producers[idx], p) < 0 ? UINT32_MAX : idx;
 }
 
+/* Both ends are mapped separately: with a drift the duration changes too,
+ * by parts per million. */
+static void align(struct xp_data *d, struct xp_event *ev)
+{
+    struct xp_clock *c = &d->clocks[d->producers[ev->producer].node];
+    c->events++;
+    if (!d->align || c->map.n == 0)
+        return;
+    ev->t_start = iot_clockmap_map(&c->map, ev->t_start);
+    ev->t_end = iot_clockmap_map(&c->map, ev->t_end);
+}
+
 static int emit(struct reader *r, struct xp_event *ev)
 {
+    align(r->d, ev);
     ev->order = r->d->events++;
     return r->sink(r->ctx, r->d, ev, r->err, r->errlen);
 }
@@ -347,6 +387,54 @@ static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
     iot_wire_free_body(body);
     iot_wire_free_batch(b);
     return rc;
+}
+
+static int add_samples(struct xp_data *d, uint32_t node, const iot_body *body)
+{
+    for (size_t i = 0; i < body->n_clock; i++) {
+        const Iotrace__ClockSync *c = body->clock[i];
+        if (iot_clockmap_add(&d->clocks[node].map, c->local_ns, c->offset_ns, c->rtt_ns) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Only agents send clock records; every other batch is opened just to learn
+ * its node, which keeps this pass far cheaper than decoding the events. */
+static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
+{
+    struct reader *r = ctx;
+    char why[256];
+    iot_batch *b = iot_wire_open(buf, len, why, sizeof why);
+    iot_body *body = NULL;
+    int rc = 0;
+    if (!b)
+        rc = fail(r->err, r->errlen, "a stored batch (received at %llu ns) cannot be decoded: %s",
+                  (unsigned long long)recv_ns, why);
+    else if (b->producer->kind == IOTRACE__PRODUCER_KIND__PRODUCER_AGENT &&
+             !(body = iot_wire_body(b, why, sizeof why)))
+        rc = fail(r->err, r->errlen, "a stored clock batch (received at %llu ns) cannot be "
+                  "decoded: %s", (unsigned long long)recv_ns, why);
+    else {
+        uint32_t node = xp_intern(&r->d->nodes, b->producer->node);
+        if (node == UINT32_MAX || ensure_clocks(r->d) < 0 ||
+            (body && add_samples(r->d, node, body) < 0))
+            rc = fail(r->err, r->errlen, "out of memory");
+    }
+    iot_wire_free_body(body);
+    iot_wire_free_batch(b);
+    return rc;
+}
+
+int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen)
+{
+    struct reader r = {d, NULL, NULL, err, errlen};
+    if (iot_store_scan(dir, on_clock_batch, &r, err, errlen) != 0)
+        return -1;
+    for (size_t i = 0; i < d->n_clocks; i++)
+        iot_clockmap_finish(&d->clocks[i].map);
+    d->align = 1;
+    return 0;
 }
 
 int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, char *err,

@@ -1,11 +1,17 @@
 /* Reading a store for iotrace-export: every stored batch is decoded, turned
  * into compact per-event records handed to a sink, and freed again, so only
- * the producers, strings and file names outlive their batch. */
+ * the producers, strings and file names outlive their batch.
+ *
+ * Times are aligned to the collector's clock when the clock samples were
+ * read first (xp_read_clocks): a pass over the store that keeps only the
+ * agents' ClockSync records, a few per node and minute. */
 #ifndef IOT_EXPORT_READ_H
 #define IOT_EXPORT_READ_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "clockmap.h"
 
 enum xp_kind { XP_MPIIO, XP_POSIX, XP_DISK, XP_DROP };
 
@@ -46,8 +52,17 @@ struct xp_file {
     char *path;
 };
 
+/* Per node (same index as xp_data.nodes). */
+struct xp_clock {
+    struct iot_clockmap map; /* the node's ClockSync samples */
+    uint64_t events;         /* events (and drop records) of the node read so far */
+};
+
 struct xp_data {
     struct xp_strings jobs, nodes, servers, keys; /* keys: producer keys, same index */
+    struct xp_clock *clocks; /* one per node */
+    size_t n_clocks;
+    int align;               /* map event times to the collector's clock */
     struct xp_producer *producers;
     size_t n_producers, cap_producers;
     struct xp_file *files; /* open addressing on (producer, id) */
@@ -62,9 +77,21 @@ typedef int (*xp_sink)(void *ctx, const struct xp_data *d, const struct xp_event
 int xp_data_init(struct xp_data *d);
 void xp_data_free(struct xp_data *d);
 
-/* Reads every batch of the store in `dir`; ClockSync records are skipped. */
+/* First pass: collects the ClockSync records of every node (from batches of
+ * producer kind AGENT; other batches are only opened, not decoded) and turns
+ * alignment on for xp_read_store.  Every node of the store is interned, with
+ * or without samples. */
+int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen);
+
+/* Reads every batch of the store in `dir` and hands its events to `sink`,
+ * ClockSync records excepted.  After xp_read_clocks, t_start and t_end of
+ * every event of a node with samples are on the collector's clock
+ * (iot_clockmap_map); a node without samples keeps its own clock. */
 int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, char *err,
                   size_t errlen);
+
+/* The clock samples of a node, or NULL if it has none. */
+const struct iot_clockmap *xp_node_clock(const struct xp_data *d, uint32_t node);
 
 /* Index of s, adding it if new; UINT32_MAX when out of memory. */
 uint32_t xp_intern(struct xp_strings *t, const char *s);

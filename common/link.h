@@ -7,7 +7,8 @@
  *   agent -> collector
  *     HELLO   node, session(u64)          on start and after every reconnect
  *     BATCH   batch bytes                 one encoded iotrace batch, untouched
- *     PING    (reserved for clock exchanges)
+ *     PING    t1(i64)                     clock exchange: t1 = agent clock
+ *                                         (CLOCK_REALTIME ns) just before sending
  *   collector -> agent
  *     WELCOME credit(u32)                 answer to HELLO: the agent may have
  *                                         `credit` unacknowledged batches in
@@ -16,7 +17,15 @@
  *                                         status: IOT_ACK_STORED, IOT_ACK_DUPLICATE
  *                                         or IOT_ACK_REJECTED; each ACK returns
  *                                         one credit.  producer-key is
- *                                         iot_wire_producer_key(). */
+ *                                         iot_wire_producer_key().
+ *     PONG    t1(i64), t2(i64), t3(i64)   answer to PING, sent at once (never held
+ *                                         back by a group commit): t1 echoed,
+ *                                         t2 = collector clock when the PING was
+ *                                         read, t3 = just before the PONG is sent
+ *
+ * Compatibility: a collector older than PONG ignores PING, so its agents get
+ * no clock samples (they log that and carry on); an agent older than PING
+ * never sends one. */
 #ifndef IOT_LINK_H
 #define IOT_LINK_H
 
@@ -26,6 +35,7 @@
 #define IOT_LINK_HELLO "HELLO"
 #define IOT_LINK_BATCH "BATCH"
 #define IOT_LINK_PING "PING"
+#define IOT_LINK_PONG "PONG"
 #define IOT_LINK_WELCOME "WELCOME"
 #define IOT_LINK_ACK "ACK"
 

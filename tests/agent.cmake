@@ -12,7 +12,7 @@ target_link_libraries(test_agent_spool PRIVATE iotrace-agent-core PkgConfig::CMO
 add_test(NAME agent.spool COMMAND test_agent_spool)
 
 foreach(case usage exactly_once slow_acks collector_restart collector_dies never_ack
-             garbage backpressure)
+             garbage backpressure clock_pong clock_silent)
   add_test(NAME agent.${case}
            COMMAND ${IOTRACE_TEST_DIR}/tools/agent-test.sh ${case}
                    $<TARGET_FILE:iotrace-agent> $<TARGET_FILE:iotrace-producer>
@@ -35,6 +35,17 @@ if(TARGET iotrace-collector)
                    $<TARGET_FILE:iotrace-collector>)
   set_tests_properties(agent.real_collector PROPERTIES TIMEOUT 120 LABELS agent
                        ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
+  # Clock alignment end to end: the agent and a producer under libfaketime,
+  # 3 s ahead (and 1 % fast), the collector on the real clock.
+  foreach(case shift drift)
+    add_test(NAME clock.faketime_${case}
+             COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/tools/clock-test.py ${case}
+                     $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+                     $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
+    set_tests_properties(clock.faketime_${case} PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77
+                         LABELS "agent;clock"
+                         ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
+  endforeach()
   add_custom_target(bench-transport-collector
     COMMAND ${IOTRACE_TEST_DIR}/tools/bench-transport.sh
             --agent $<TARGET_FILE:iotrace-agent> --producer $<TARGET_FILE:iotrace-producer>

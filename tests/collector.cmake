@@ -9,6 +9,10 @@ add_executable(test_collector_dedup ${IOTRACE_TEST_DIR}/unit/test_collector_dedu
 target_link_libraries(test_collector_dedup PRIVATE iotrace-dedup PkgConfig::CMOCKA)
 add_test(NAME collector.dedup COMMAND test_collector_dedup)
 
+add_executable(test_clockmap ${IOTRACE_TEST_DIR}/unit/test_clockmap.c)
+target_link_libraries(test_clockmap PRIVATE iotrace-clockmap PkgConfig::CMOCKA)
+add_test(NAME collector.clockmap COMMAND test_clockmap)
+
 add_executable(collector_client ${IOTRACE_TEST_DIR}/unit/collector_client.c)
 target_link_libraries(collector_client PRIVATE iotrace-wire iotrace-common PkgConfig::ZMQ)
 
@@ -17,4 +21,4 @@ add_test(NAME collector.end_to_end
           $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-export>
           $<TARGET_FILE:collector_client>)
 set_tests_properties(collector.end_to_end PROPERTIES TIMEOUT 180 LABELS collector)
-set_tests_properties(collector.store collector.dedup PROPERTIES LABELS collector)
+set_tests_properties(collector.store collector.dedup collector.clockmap PROPERTIES LABELS collector)

@@ -99,9 +99,17 @@ EXPECTED = [
        server="brick1"),
 ]
 
+# collector_client's agent batches say nodeA's clock is 5 ns behind the
+# collector's (ClockSync offset_ns = 5): exported times of nodeA are aligned
+# by that much, nodeB and store1 have no samples and keep theirs.
+CLOCK_A = 5
+RAW = EXPECTED
+EXPECTED = [dict(e, t_start=e["t_start"] + CLOCK_A, t_end=e["t_end"] + CLOCK_A)
+            if e["node"] == "nodeA" else e for e in RAW]
+
 EXPECTED_JOBS = [
     "job42 ranks=2 nodes=3 events=7 dropped=7 first=2023-11-14T22:13:20.000001000Z "
-    "last=2023-11-14T22:13:20.000012000Z",
+    "last=2023-11-14T22:13:20.000012005Z",
     "job7 ranks=0 nodes=1 events=1 dropped=0 first=2023-11-14T22:13:20.000009000Z "
     "last=2023-11-14T22:13:20.000009100Z",
 ]
@@ -182,6 +190,23 @@ def check_jsonl(tmp, store):
     job42 = run([EXPORT, "-s", store, "-j", "job42", "--jsonl", "-"])
     check([json.loads(x) for x in job42.stdout.splitlines()] == EXPECTED[:8],
           "--job job42 selected the wrong events")
+    for node in ("nodeB", "store1"):
+        check(f"warning: node '{node}' has no clock samples" in r.stderr,
+              f"unaligned node {node} not reported: {r.stderr!r}")
+    check("'nodeA'" not in r.stderr, f"nodeA has samples: {r.stderr!r}")
+    raw = run([EXPORT, "--store", store, "--jsonl", "-", "--no-align"])
+    check([json.loads(x) for x in raw.stdout.splitlines()] == RAW and not raw.stderr,
+          f"--no-align did not give the recorded times: {raw.stderr!r}")
+
+
+def check_clock(store):
+    r = run([EXPORT, "--store", store, "--clock"])
+    want = ["nodeA samples=81 offset_ns=5 rtt_ns=100 error_ns=50 drift_ppm=+0.000 "
+            "first=2023-11-14T22:13:20.000000005Z last=2023-11-14T22:13:20.000000085Z",
+            "nodeB samples=0 offset_ns=- rtt_ns=- error_ns=- drift_ppm=- first=- last=-",
+            "store1 samples=0 offset_ns=- rtt_ns=- error_ns=- drift_ppm=- first=- last=-"]
+    check(r.returncode == 0 and r.stdout.splitlines() == want,
+          f"--clock gave rc {r.returncode}:\n{r.stdout}{r.stderr}")
 
 
 def check_list_jobs(store):
@@ -210,6 +235,10 @@ def check_errors(tmp, store):
     expect_fail([E, "--store", store], 2, "exactly one of", "export without an output")
     expect_fail([E, "--store", store, "--jsonl", "-", "--list-jobs"], 2, "exactly one of",
                 "export with two outputs")
+    expect_fail([E, "--store", store, "--clock", "--list-jobs"], 2, "exactly one of",
+                "--clock with another output")
+    expect_fail([E, "--store", store, "--clock", "--job", "job7"], 2, "takes neither",
+                "--clock with --job")
     expect_fail([E, "--store", store, "--bogus"], 2, "unknown option", "unknown option")
     expect_fail([E, "--store", store, "--jsonl", "-", "extra"], 2, "unexpected argument",
                 "stray argument")
@@ -285,6 +314,7 @@ def main():
         second_run(tmp, store, endpoint)
         check_jsonl(tmp, store)
         check_list_jobs(store)
+        check_clock(store)
         check_errors(tmp, store)
         check_damage(tmp, store)
         fuzz_run(tmp)

@@ -124,11 +124,12 @@ check_exactly_once() {
 case_usage() {
     "$AGENT" --help >"$T/help.out" 2>&1 || fail "--help exited with $?"
     for opt in collector listen node max-pending credit-timeout drain-timeout stats-interval \
-               log-level config help version; do
+               clock-interval log-level config help version; do
         grep -q -- "--$opt" "$T/help.out" || fail "--help does not mention --$opt"
     done
     local rc
     for bad in "--bogus" "--max-pending 12Q" "--drain-timeout soon" "--credit-timeout 0" \
+               "--clock-interval often" \
                "--log-level loud" "--node" "stray-argument" "--config $T/missing.conf"; do
         # shellcheck disable=SC2086
         "$AGENT" $bad >"$T/bad.out" 2>&1
@@ -301,6 +302,9 @@ case_garbage() {
 case_backpressure() {
     start_collector --no-ack
     start_agent --max-pending 200K --drain-timeout 0.5s
+    # A non-blocking producer that starts before the agent has bound its
+    # socket drops everything (retrying connects, linger 0): wait for it.
+    wait_for 10 "the agent to listen" has_line "listening for producers" "$T/agent.log"
     run_producer a --batches 300 --events-per-batch 1000 --nonblocking --hwm 5 --linger 0
     wait_for 10 "the full store" has_line "pending store full" "$T/agent.log"
     local dropped
@@ -337,14 +341,70 @@ case_real_collector() {
     wait "$CPID" 2>/dev/null
     sleep 0.3
     start_real
-    wait_for 60 "every batch acknowledged" has_line "acked=120 .* pending=0 " "$T/agent.log"
+    wait_for 60 "every batch acknowledged" has_line "received=120 .* pending=0 " "$T/agent.log"
     stop_agent
     [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
     expect_stat received 120
-    expect_stat acked 120
+    # The real collector answers clock PINGs: the agent's own clock batches
+    # are acknowledged too.
+    [ "$(final_stat clock_samples)" -ge 1 ] || fail "no clock sample against the real collector"
+    expect_stat acked $((120 + $(final_stat clock_samples)))
     expect_stat rejected 0
     [ "$(final_stat reconnects)" -ge 1 ] || fail "reconnect not counted"
     stop_collector
+}
+
+# Clock exchanges with a collector that answers them: every burst's sample
+# travels as a batch of the agent's own, stored exactly once, alongside the
+# producers' batches.
+case_clock_pong() {
+    start_collector --pong
+    start_agent --clock-interval 0.3s
+    run_producer a --batches 20 --events-per-batch 100
+    wait_for 20 "20 stored batches of the producer" has_line "acked=[2-9][0-9] .*pending=0 " \
+        "$T/agent.log"
+    wait_for 20 "three clock samples" eval '[ "$(grep -c "clock: offset" "$T/agent.log")" -ge 3 ]'
+    sleep 0.3
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    check_exactly_once "$(producer_key a)" 20
+    local samples own_key
+    samples=$(final_stat clock_samples)
+    [ "$samples" -ge 3 ] || fail "only $samples clock samples"
+    own_key=$(awk '$1 == "STORED" && $2 ~ /^testnode\/[0-9]+\// && $2 != key { print $2 }' \
+        key="$(producer_key a)" "$REC" | sort -u)
+    [ "$(echo "$own_key" | wc -l)" -eq 1 ] || fail "agent's own batches under keys: $own_key"
+    check_exactly_once "$own_key" "$samples"
+    expect_stat received 20
+    expect_stat acked $((20 + samples))
+    expect_stat pending 0
+    [ "$(grep -c '^PONG' "$REC")" -ge $((8 * samples)) ] || fail "fewer PINGs than 8 per sample"
+    local offset
+    offset=$(final_stat clock_offset_ns)
+    [ "${offset#-}" -lt 5000000 ] || fail "offset $offset ns to a collector on the same host"
+    has_line "info: clock: offset .* rtt .* error bound" "$T/agent.log" || fail "bursts not logged"
+}
+
+# A collector that never answers PINGs (an older one): no samples, one log
+# line, and batches flow as if clock synchronisation did not exist.
+case_clock_silent() {
+    start_collector
+    start_agent --clock-interval 0.2s
+    local t0=$SECONDS
+    run_producer a --batches 40 --events-per-batch 500
+    wait_for 20 "40 stored batches" has_stored 40
+    sleep 2.5 # several intervals, each with an unanswered PING
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    check_exactly_once "$(producer_key a)" 40
+    expect_stat received 40
+    expect_stat acked 40
+    expect_stat pending 0
+    expect_stat clock_samples 0
+    expect_stat clock_offset_ns -
+    [ "$(grep -c "does not answer clock PINGs" "$T/agent.log")" -eq 1 ] ||
+        fail "the silent collector should be reported exactly once"
+    [ $((SECONDS - t0)) -lt 15 ] || fail "forwarding was slow with a silent collector"
 }
 
 "case_$CASE"

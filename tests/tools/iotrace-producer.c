@@ -4,12 +4,16 @@
  * the POSIX calls ROMIO makes inside them, file-name records, delta-coded
  * start times, drop records for batches it could not hand over) and PUSHes
  * them to an agent.  With --bad it sends corrupt messages instead, to
- * exercise the agent's rejection path. */
+ * exercise the agent's rejection path.  With --realtime events carry the
+ * time they were made (for clock tests under libfaketime), and --truth
+ * writes each MPI-IO event's CallID with its time and the true time (a raw
+ * system call that libfaketime does not intercept). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -24,10 +28,11 @@
 #define N_FILES 2
 
 struct options {
-    char *agent, *node, *job, *bad;
+    char *agent, *node, *job, *bad, *truth;
     long rank, batches, events, linger, hwm;
     uint64_t rate; /* events per second, 0 = as fast as possible */
     int nonblocking;
+    int realtime;
 };
 
 /* Column storage for one batch, reused for every batch. */
@@ -52,6 +57,7 @@ struct producer {
     uint64_t file_ids[N_FILES];
     char file_paths[N_FILES][256];
     struct columns c;
+    FILE *truth;
     uint64_t dropped_batches, dropped_events, sent_events, sent_bytes;
     void *zctx, *sock;
 };
@@ -114,6 +120,14 @@ static void free_columns(struct columns *c)
         free(all[i]);
 }
 
+/* CLOCK_REALTIME as the kernel has it, past any LD_PRELOADed clock shifter. */
+static int64_t true_now_ns(void)
+{
+    struct timespec ts;
+    syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* One MPI-IO call and, for all but the last when the count is odd, the
  * pwrite/pread ROMIO issues inside it with the same CallID. */
 static void fill_event(struct producer *p, size_t i, int with_posix)
@@ -125,6 +139,11 @@ static void fill_event(struct producer *p, size_t i, int with_posix)
     uint64_t block = p->next_callid / 2;
     int64_t offset = (int64_t)((block * 64 + (uint64_t)p->o.rank) * BLOCK);
     uint64_t dur = 20000 + next_rand(p) % 40000;
+    if (p->o.realtime)
+        p->clock_ns = iot_now_ns();
+    if (p->truth)
+        fprintf(p->truth, "0x%llx %lld %lld\n", (unsigned long long)callid,
+                (long long)p->clock_ns, (long long)true_now_ns());
 
     c->m_func[i] = write ? IOT_F_MPIIO_MPI_File_write_at_all : IOT_F_MPIIO_MPI_File_read_at_all;
     c->m_tid[i] = p->id.pid;
@@ -337,6 +356,12 @@ static void parse_options(struct options *o, int argc, char **argv, char *host)
          "batches ZeroMQ may queue towards the agent (default 1000)"},
         {"linger", 0, IOT_OPT_INT, &o->linger, "SECONDS",
          "time allowed at exit to hand queued batches to the agent (default 30)"},
+        {"realtime", 0, IOT_OPT_FLAG, &o->realtime, NULL,
+         "stamp every MPI-IO event with the current CLOCK_REALTIME instead of a synthetic "
+         "clock running ahead (use with --rate to spread events over time)"},
+        {"truth", 0, IOT_OPT_STRING, &o->truth, "FILE",
+         "write one line per MPI-IO event: CallID, t_start, and the kernel's CLOCK_REALTIME "
+         "read by a raw system call (unshifted by libfaketime)"},
         {"bad", 0, IOT_OPT_STRING, &o->bad, "KIND",
          "send B corrupt messages instead: truncated, flip, version, magic, garbage, empty "
          "or multipart"},
@@ -394,6 +419,10 @@ int main(int argc, char **argv)
     iot_log_init("iotrace-producer", IOT_LOG_INFO);
     parse_options(&p.o, argc, argv, host);
     init_producer(&p);
+    if (p.o.truth && !(p.truth = fopen(p.o.truth, "w"))) {
+        perror(p.o.truth);
+        return IOT_EXIT_FAILURE;
+    }
 
     p.zctx = zmq_ctx_new();
     p.sock = zmq_socket(p.zctx, ZMQ_PUSH);
@@ -418,5 +447,7 @@ int main(int argc, char **argv)
            (unsigned long long)p.dropped_batches, secs, p.o.bad ? " bad=" : "",
            p.o.bad ? p.o.bad : "");
     free_columns(&p.c);
+    if (p.truth && fclose(p.truth) != 0)
+        rc = -1;
     return rc < 0 ? IOT_EXIT_FAILURE : IOT_EXIT_OK;
 }

@@ -1,7 +1,8 @@
 /* A small stand-in for iotrace-collector that speaks the ROUTER side of
  * common/link.h, for the agent's integration tests and the transport
  * benchmark.  It can misbehave on purpose: acknowledge late, never, or die
- * after storing a batch but before acknowledging it.
+ * after storing a batch but before acknowledging it.  Like an older
+ * collector it ignores clock PINGs, unless --pong is given.
  *
  * "Storing" is one line per batch in the --record file, flushed before the
  * ACK goes out; a restarted instance reads the file back to answer
@@ -32,7 +33,7 @@ struct pending_ack {
 struct collector {
     char *listen, *record;
     long credit, ack_delay_ms, die_after;
-    int no_ack;
+    int no_ack, pong;
     void *zctx, *sock;
     FILE *rec;
     char **seen; /* open-addressing set of "key epoch seq" */
@@ -156,6 +157,25 @@ static void on_hello(struct collector *c, zmq_msg_t *f, int n)
     zmq_send(c->sock, credit, 4, 0);
 }
 
+/* Clock exchange, answered at once with this host's clock; PONG lines in
+ * the record show that the agent's exchanges arrived. */
+static void on_ping(struct collector *c, zmq_msg_t *f, int n)
+{
+    if (!c->pong || n != 4 || zmq_msg_size(&f[3]) != 8)
+        return;
+    uint8_t t2[8], t3[8];
+    iot_put_u64(t2, (uint64_t)iot_now_ns());
+    fprintf(c->rec, "PONG\n");
+    fflush(c->rec);
+    zmq_send(c->sock, zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), ZMQ_SNDMORE);
+    zmq_send(c->sock, IOT_LINK_PROTO, 4, ZMQ_SNDMORE);
+    zmq_send(c->sock, IOT_LINK_PONG, 4, ZMQ_SNDMORE);
+    zmq_send(c->sock, zmq_msg_data(&f[3]), 8, ZMQ_SNDMORE);
+    zmq_send(c->sock, t2, 8, ZMQ_SNDMORE);
+    iot_put_u64(t3, (uint64_t)iot_now_ns());
+    zmq_send(c->sock, t3, 8, 0);
+}
+
 static void on_batch(struct collector *c, zmq_msg_t *f, int n)
 {
     if (n != 4)
@@ -223,6 +243,8 @@ static void on_message(struct collector *c)
             on_hello(c, f, n);
         else if (tl == 5 && !memcmp(t, IOT_LINK_BATCH, 5))
             on_batch(c, f, n);
+        else if (tl == 4 && !memcmp(t, IOT_LINK_PING, 4))
+            on_ping(c, f, n);
     }
     for (int i = 0; i < n; i++)
         zmq_msg_close(&f[i]);
@@ -239,6 +261,8 @@ int main(int argc, char **argv)
         {"credit", 0, IOT_OPT_INT, &c.credit, "N", "credit granted in WELCOME (default 64)"},
         {"ack-delay", 0, IOT_OPT_INT, &c.ack_delay_ms, "MS", "acknowledge this late"},
         {"no-ack", 0, IOT_OPT_FLAG, &c.no_ack, NULL, "store but never acknowledge"},
+        {"pong", 0, IOT_OPT_FLAG, &c.pong, NULL,
+         "answer clock PINGs (by default they are ignored, as an older collector does)"},
         {"die-after", 0, IOT_OPT_INT, &c.die_after, "N",
          "exit with status 3 right after storing the N-th batch, before acknowledging it"},
     };

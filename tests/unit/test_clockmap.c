@@ -1,0 +1,269 @@
+/* Unit tests of the clock map (collector/clockmap.c): interpolation between
+ * samples, the nearest offset outside them, one sample, unsorted input,
+ * duplicate local times, monotonic mapping, error bounds and the summary. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "clockmap.h"
+
+#define T0 1700000000000000000ll /* a realistic CLOCK_REALTIME in ns */
+#define SEC 1000000000ll
+
+static void test_empty(void **state)
+{
+    (void)state;
+    struct iot_clockmap m;
+    iot_clockmap_init(&m);
+    iot_clockmap_finish(&m);
+    assert_int_equal(iot_clockmap_offset(&m, T0), 0);
+    assert_int_equal(iot_clockmap_map(&m, T0), T0);
+    assert_int_equal(iot_clockmap_error_at(&m, T0), -1);
+    struct iot_clock_summary s;
+    iot_clockmap_summary(&m, &s);
+    assert_int_equal(s.samples, 0);
+    iot_clockmap_free(&m);
+}
+
+static void test_interpolation(void **state)
+{
+    (void)state;
+    struct iot_clockmap m;
+    iot_clockmap_init(&m);
+    assert_int_equal(iot_clockmap_add(&m, T0 + 1000, 100, 10), 0);
+    assert_int_equal(iot_clockmap_add(&m, T0 + 2000, 200, 20), 0);
+    assert_int_equal(iot_clockmap_add(&m, T0 + 4000, 0, 30), 0);
+    iot_clockmap_finish(&m);
+    assert_int_equal(iot_clockmap_offset(&m, T0 + 1000), 100);
+    assert_int_equal(iot_clockmap_offset(&m, T0 + 1500), 150);
+    assert_int_equal(iot_clockmap_offset(&m, T0 + 2000), 200);
+    assert_int_equal(iot_clockmap_offset(&m, T0 + 3000), 100);
+    assert_int_equal(iot_clockmap_offset(&m, T0 + 3999), 1); /* 200 - 199.9, truncated */
+    assert_int_equal(iot_clockmap_map(&m, T0 + 1500), T0 + 1650);
+    iot_clockmap_free(&m);
+}
+
+static void test_extrapolation(void **state)
+{
+    (void)state;
+    struct iot_clockmap m;
+    iot_clockmap_init(&m);
+    iot_clockmap_add(&m, T0, -3 * SEC, 100);
+    iot_clockmap_add(&m, T0 + 10 * SEC, -3 * SEC - 10000000, 100);
+    iot_clockmap_finish(&m);
+    /* Before the first and after the last sample: the nearest one's offset. */
+    assert_int_equal(iot_clockmap_offset(&m, T0 - 3600 * SEC), -3 * SEC);
+    assert_int_equal(iot_clockmap_offset(&m, 0), -3 * SEC);
+    assert_int_equal(iot_clockmap_offset(&m, T0 + 3600 * SEC), -3 * SEC - 10000000);
+    assert_int_equal(iot_clockmap_map(&m, T0 + 20 * SEC), T0 + 17 * SEC - 10000000);
+    iot_clockmap_free(&m);
+}
+
+static void test_single_sample(void **state)
+{
+    (void)state;
+    struct iot_clockmap m;
+    iot_clockmap_init(&m);
+    iot_clockmap_add(&m, T0, 3 * SEC, 1001);
+    iot_clockmap_finish(&m);
+    assert_int_equal(iot_clockmap_offset(&m, T0 - SEC), 3 * SEC);
+    assert_int_equal(iot_clockmap_offset(&m, T0), 3 * SEC);
+    assert_int_equal(iot_clockmap_offset(&m, T0 + SEC), 3 * SEC);
+    assert_int_equal(iot_clockmap_error_at(&m, T0 + SEC), 501); /* rtt/2, rounded up */
+    struct iot_clock_summary s;
+    iot_clockmap_summary(&m, &s);
+    assert_int_equal(s.samples, 1);
+    assert_int_equal(s.offset_ns, 3 * SEC);
+    assert_int_equal(s.rtt_ns, 1001);
+    assert_int_equal(s.error_ns, 501);
+    assert_false(s.has_drift);
+    iot_clockmap_free(&m);
+}
+
+static void test_unsorted(void **state)
+{
+    (void)state;
+    struct iot_clockmap a, b;
+    iot_clockmap_init(&a);
+    iot_clockmap_init(&b);
+    const int64_t local[] = {5, 1, 4, 2, 3};
+    for (int i = 0; i < 5; i++)
+        iot_clockmap_add(&a, T0 + local[i] * SEC, local[i] * 1000, 50);
+    for (int i = 1; i <= 5; i++)
+        iot_clockmap_add(&b, T0 + i * SEC, i * 1000, 50);
+    iot_clockmap_finish(&a);
+    iot_clockmap_finish(&b);
+    assert_int_equal(a.n, 5);
+    for (int64_t t = T0; t < T0 + 6 * SEC; t += SEC / 7)
+        assert_int_equal(iot_clockmap_offset(&a, t), iot_clockmap_offset(&b, t));
+    assert_int_equal(iot_clockmap_offset(&a, T0 + 2 * SEC + SEC / 2), 2500);
+    iot_clockmap_free(&a);
+    iot_clockmap_free(&b);
+}
+
+static void test_duplicate_local_times(void **state)
+{
+    (void)state;
+    struct iot_clockmap m;
+    iot_clockmap_init(&m);
+    iot_clockmap_add(&m, T0, 999, 5000);
+    iot_clockmap_add(&m, T0, 100, 10); /* the precise one wins */
+    iot_clockmap_add(&m, T0, 555, 700);
+    iot_clockmap_add(&m, T0 + SEC, 200, 10);
+    iot_clockmap_add(&m, T0 + SEC, 200, 10); /* an exact repeat */
+    iot_clockmap_finish(&m);
+    assert_int_equal(m.n, 2);
+    assert_int_equal(iot_clockmap_offset(&m, T0), 100);
+    assert_int_equal(iot_clockmap_offset(&m, T0 + SEC / 2), 150);
+    /* Adding after finish and finishing again keeps working. */
+    iot_clockmap_add(&m, T0 + 2 * SEC, 300, 10);
+    iot_clockmap_finish(&m);
+    assert_int_equal(m.n, 3);
+    assert_int_equal(iot_clockmap_offset(&m, T0 + 3 * SEC / 2), 250);
+    iot_clockmap_free(&m);
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+
+static uint64_t next_rand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Offsets whose slope between samples lies in (-1, 1): mapped times of
+ * increasing local times never go backwards, also across samples and
+ * outside them, including the steepest negative slopes. */
+static void test_monotonic(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 50; round++) {
+        struct iot_clockmap m;
+        iot_clockmap_init(&m);
+        int64_t local = T0, offset = -3 * SEC;
+        for (int i = 0; i < 20; i++) {
+            int64_t gap = 1 + (int64_t)(next_rand() % (uint64_t)(2 * SEC));
+            /* slope in [-0.999, 0.999] of the gap, sometimes the extremes */
+            int64_t change = (int64_t)(next_rand() % (uint64_t)(2 * gap + 1)) - gap;
+            if (i % 5 == 0)
+                change = -(gap - gap / 1000 - 1);
+            iot_clockmap_add(&m, local, offset, next_rand() % 100000);
+            local += gap;
+            offset += change;
+        }
+        iot_clockmap_finish(&m);
+        int64_t prev = iot_clockmap_map(&m, T0 - SEC);
+        for (int64_t t = T0 - SEC + 1; t < local + SEC;) {
+            int64_t mapped = iot_clockmap_map(&m, t);
+            assert_true(mapped >= prev);
+            prev = mapped;
+            t += 1 + (int64_t)(next_rand() % 3000000);
+        }
+        /* Step by single nanoseconds across a steep sample boundary. */
+        for (size_t k = 1; k + 1 < m.n; k += 5) {
+            int64_t s = m.v[k].local_ns;
+            prev = iot_clockmap_map(&m, s - 50);
+            for (int64_t t = s - 49; t < s + 50; t++) {
+                int64_t mapped = iot_clockmap_map(&m, t);
+                assert_true(mapped >= prev);
+                prev = mapped;
+            }
+        }
+        iot_clockmap_free(&m);
+    }
+}
+
+/* A node clock running 1000 ppm fast, 3 s ahead: sampled once per real
+ * second, the map follows the drift exactly between samples. */
+static void test_drift_followed(void **state)
+{
+    (void)state;
+    struct iot_clockmap m;
+    iot_clockmap_init(&m);
+    for (int i = 0; i <= 10; i++) {
+        int64_t real = T0 + i * SEC;
+        int64_t node = real + 3 * SEC + i * 1000000; /* gains 1 ms per second */
+        iot_clockmap_add(&m, node, real - node, 2000);
+    }
+    iot_clockmap_finish(&m);
+    for (int64_t r = T0; r <= T0 + 10 * SEC; r += SEC / 10 + 12345) {
+        int64_t node = 3 * SEC + r + (r - T0) / 1000;
+        int64_t mapped = iot_clockmap_map(&m, node);
+        assert_true(llabs(mapped - r) <= 2);
+    }
+    struct iot_clock_summary s;
+    iot_clockmap_summary(&m, &s);
+    assert_int_equal(s.samples, 11);
+    assert_int_equal(s.offset_ns, -3 * SEC - 10000000);
+    assert_int_equal(s.rtt_ns, 2000);
+    assert_true(s.has_drift);
+    assert_true(s.drift_ppm > 999.99 && s.drift_ppm < 1000.01);
+    /* A constant drift adds nothing to the bound inside the span... */
+    assert_int_equal(s.error_ns, 1000);
+    assert_int_equal(iot_clockmap_error_at(&m, m.v[4].local_ns + 7), 1000);
+    /* ...outside it the held offset falls behind by the drift. */
+    int64_t after = iot_clockmap_error_at(&m, m.v[10].local_ns + 10 * SEC);
+    assert_true(after >= 1000 + 9990000 && after <= 1000 + 9990000 + 100);
+    int64_t before = iot_clockmap_error_at(&m, m.v[0].local_ns - SEC);
+    assert_true(before >= 1000 + 999000 && before <= 1000 + 999000 + 100);
+    iot_clockmap_free(&m);
+}
+
+/* Where the drift changes, the bound grows by the slope change times a
+ * quarter of the interval; with the smallest rtts it is that term alone. */
+static void test_error_with_drift_change(void **state)
+{
+    (void)state;
+    struct iot_clockmap m;
+    iot_clockmap_init(&m);
+    iot_clockmap_add(&m, T0, 0, 0);
+    iot_clockmap_add(&m, T0 + SEC, 0, 0);
+    iot_clockmap_add(&m, T0 + 2 * SEC, 1000000, 0); /* slope 0 -> 1e-3 */
+    iot_clockmap_finish(&m);
+    /* 1e-3 * 1 s / 4 = 250 us in both intervals */
+    assert_int_equal(iot_clockmap_error_at(&m, T0 + SEC / 2), 250000);
+    assert_int_equal(iot_clockmap_error_at(&m, T0 + 3 * SEC / 2), 250000);
+    struct iot_clock_summary s;
+    iot_clockmap_summary(&m, &s);
+    assert_int_equal(s.error_ns, 250000);
+    iot_clockmap_free(&m);
+}
+
+/* Offsets of hours and gaps of days overflow 64-bit products. */
+static void test_large_values(void **state)
+{
+    (void)state;
+    struct iot_clockmap m;
+    iot_clockmap_init(&m);
+    int64_t day = 86400 * SEC;
+    iot_clockmap_add(&m, T0, -7200 * SEC, 0);
+    iot_clockmap_add(&m, T0 + 30 * day, 7200 * SEC, 0);
+    iot_clockmap_finish(&m);
+    assert_int_equal(iot_clockmap_offset(&m, T0 + 15 * day), 0);
+    assert_int_equal(iot_clockmap_offset(&m, T0 + 30 * day / 4), -3600 * SEC);
+    assert_int_equal(iot_clockmap_map(&m, INT64_MAX), INT64_MAX); /* saturates */
+    iot_clockmap_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_interpolation),
+        cmocka_unit_test(test_extrapolation),
+        cmocka_unit_test(test_single_sample),
+        cmocka_unit_test(test_unsorted),
+        cmocka_unit_test(test_duplicate_local_times),
+        cmocka_unit_test(test_monotonic),
+        cmocka_unit_test(test_drift_followed),
+        cmocka_unit_test(test_error_with_drift_change),
+        cmocka_unit_test(test_large_values),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

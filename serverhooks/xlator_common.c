@@ -1,4 +1,4 @@
-/* Options and private state shared by the iotrace translators. */
+/* Options and helpers shared by the iotrace translators. */
 #include "xlator_common.h"
 
 #include <stdlib.h>
@@ -18,9 +18,10 @@ volume_option_t iotrace_xl_options[] = {
         .key = {"agent"},
         .type = GF_OPTION_TYPE_STR,
         .default_value = "",
-        .description = "Endpoint of the node's iotrace agent. Empty: use "
-                       "the IOTRACE_AGENT environment variable (or the "
-                       "client library's default).",
+        .description = "Endpoint of the node's iotrace agent, to which "
+                       "iotrace-server sends disk operations. Empty: use the "
+                       "IOTRACE_AGENT environment variable, else "
+                       "libiotrace-server's default.",
         .op_version = {1},
         .flags = OPT_FLAG_SETTABLE | OPT_FLAG_DOC,
     },
@@ -28,9 +29,10 @@ volume_option_t iotrace_xl_options[] = {
         .key = {"registry"},
         .type = GF_OPTION_TYPE_STR,
         .default_value = "",
-        .description = "Name of the node-local CallID registry. Empty: use "
-                       "the IOTRACE_REGISTRY environment variable (or the "
-                       "documented default).",
+        .description = "Node-local CallID registry that iotrace-client reads: "
+                       "a POSIX shared-memory name (/name), a file path, or "
+                       "\"off\" (no tagging). Empty: use the IOTRACE_REGISTRY "
+                       "environment variable, else /iotrace-registry.",
         .op_version = {1},
         .flags = OPT_FLAG_SETTABLE | OPT_FLAG_DOC,
     },
@@ -50,7 +52,7 @@ static char *pick(const char *opt, const char *env, int *ok)
     return copy;
 }
 
-static int conf_load(xlator_t *this, dict_t *options, struct iotrace_xl_conf *conf)
+int iotrace_xl_conf_load(xlator_t *this, dict_t *options, struct iotrace_xl_conf *conf)
 {
     char *agent = NULL, *registry = NULL;
     /* Values not in `options` come back as the declared defaults. */
@@ -60,19 +62,27 @@ static int conf_load(xlator_t *this, dict_t *options, struct iotrace_xl_conf *co
         return -1;
     }
     int ok = 1;
-    conf->agent = pick(agent, "IOTRACE_AGENT", &ok);
-    conf->registry = pick(registry, "IOTRACE_REGISTRY", &ok);
+    struct iotrace_xl_conf fresh = {
+        .agent = pick(agent, "IOTRACE_AGENT", &ok),
+        .registry = pick(registry, "IOTRACE_REGISTRY", &ok),
+    };
     if (!ok) {
-        free(conf->agent);
-        free(conf->registry);
-        conf->agent = conf->registry = NULL;
+        iotrace_xl_conf_free(&fresh);
         gf_log(this->name, GF_LOG_ERROR, "out of memory");
         return -1;
     }
+    *conf = fresh;
     return 0;
 }
 
-int iotrace_xl_conf_init(xlator_t *this, const char *role)
+void iotrace_xl_conf_free(struct iotrace_xl_conf *conf)
+{
+    free(conf->agent);
+    free(conf->registry);
+    conf->agent = conf->registry = NULL;
+}
+
+int iotrace_xl_check_graph(xlator_t *this, const char *role)
 {
     if (!this->children || this->children->next) {
         gf_log(this->name, GF_LOG_ERROR, "%s needs exactly one subvolume", role);
@@ -80,43 +90,10 @@ int iotrace_xl_conf_init(xlator_t *this, const char *role)
     }
     if (!this->parents)
         gf_log(this->name, GF_LOG_WARNING, "dangling volume, check the volfile");
-
-    struct iotrace_xl_conf *conf = calloc(1, sizeof *conf);
-    if (!conf) {
-        gf_log(this->name, GF_LOG_ERROR, "out of memory");
-        return -1;
-    }
-    if (conf_load(this, this->options, conf) != 0) {
-        free(conf);
-        return -1;
-    }
-    this->private = conf;
-    gf_log(this->name, GF_LOG_INFO, "%s loaded: agent=%s registry=%s", role,
-           conf->agent ? conf->agent : "(default)",
-           conf->registry ? conf->registry : "(default)");
     return 0;
 }
 
-int iotrace_xl_conf_reconfigure(xlator_t *this, dict_t *options)
+int iotrace_xl_same(const char *a, const char *b)
 {
-    struct iotrace_xl_conf *conf = this->private, fresh = {0};
-    if (!conf || conf_load(this, options, &fresh) != 0)
-        return -1;
-    /* Only the management path reconfigures; fops do not read these
-     * strings yet. Once they do, this swap must be made safe for them. */
-    free(conf->agent);
-    free(conf->registry);
-    *conf = fresh;
-    return 0;
-}
-
-void iotrace_xl_conf_fini(xlator_t *this)
-{
-    struct iotrace_xl_conf *conf = this->private;
-    this->private = NULL;
-    if (!conf)
-        return;
-    free(conf->agent);
-    free(conf->registry);
-    free(conf);
+    return a == b || (a && b && strcmp(a, b) == 0);
 }

@@ -1,76 +1,372 @@
 /* iotrace-server: GlusterFS translator placed right above storage/posix in a
  * brick's graph.
  *
- * Skeleton stage: every fop passes through unchanged (the defaults that
- * libglusterfs fills in for fops we leave out). readv and writev log at INFO
- * whether the request's xdata carries IOTRACE_XDATA_PROBE, its value, the
- * request's pid as the brick sees it and the thread serving it. Timing the
- * operation and emitting disk events replaces the log line later. */
+ * Every fop in IOTRACE_FOPS is timed as a disk operation (iot_disk_begin
+ * just before it is wound to posix, iot_disk_end in its callback) and
+ * recorded through libiotrace-server with: its kind, the object (the file's
+ * path inside the brick, as an iot_server_object id kept in the inode's
+ * context), offset, length, result (op_ret, or -op_errno), and the job and
+ * CallID that iotrace-client put into xdata (none: NULL/0, still recorded).
+ * The library takes the serving thread's id itself: posix runs the fop
+ * synchronously in the thread that wound it (an io-threads worker), and
+ * the callback comes back on that thread.
+ *
+ * Nothing here blocks or changes a result. When libiotrace-server cannot be
+ * started the translator says so once and passes everything through.
+ *
+ * Built without libiotrace-server (its CMake target iotrace-server-lib not
+ * there yet: IOTRACE_HAVE_SERVER_LIB undefined), it runs the same code but
+ * records nothing; with the log level at DEBUG it logs every operation it
+ * would record. */
 #include "xlator_common.h"
 
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#include <glusterfs/common-utils.h>
 #include <glusterfs/defaults.h>
 #include <glusterfs/dict.h>
+#include <glusterfs/inode.h>
 #include <glusterfs/logging.h>
+#include <glusterfs/mem-pool.h>
 #include <glusterfs/stack.h>
+
+#include <iotrace/server.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
-static void log_probe(xlator_t *this, call_frame_t *frame, const char *fop, fd_t *fd,
-                      off_t offset, size_t len, dict_t *xdata)
+/* ------------------------------------------------------------ recording */
+
+#ifdef IOTRACE_HAVE_SERVER_LIB
+static iot_server *rec_open(const struct iot_server_options *opt, char *err, size_t errlen)
 {
-    uint64_t probe = 0;
-    int has = xdata && dict_get_uint64(xdata, IOTRACE_XDATA_PROBE, &probe) == 0;
-    char probe_s[32] = "none";
-    if (has)
-        snprintf(probe_s, sizeof probe_s, "%" PRIu64, probe);
-    gf_log(this->name, GF_LOG_INFO,
-           "%s gfid=%s offset=%" PRId64 " len=%zu " IOTRACE_XDATA_PROBE "=%s "
-           "frame-pid=%d served-by-tid=%d",
-           fop, fd && fd->inode ? uuid_utoa(fd->inode->gfid) : "-", (int64_t)offset, len,
-           probe_s, (int)frame->root->pid, (int)gettid());
+    return iot_server_open(opt, err, errlen);
+}
+static void rec_close(iot_server *srv) { iot_server_close(srv); }
+static uint64_t rec_object(iot_server *srv, const char *name)
+{
+    return iot_server_object(srv, name);
+}
+static void rec_begin(struct iot_disk_op *op) { iot_disk_begin(op); }
+static void rec_end(iot_server *srv, const struct iot_disk_op *op, const struct iot_disk_info *info)
+{
+    iot_disk_end(srv, op, info);
+}
+static const char rec_mode[] = "";
+#else
+/* Stand-ins until libiotrace-server is built: nothing is recorded. */
+static char rec_handle;
+static iot_server *rec_open(const struct iot_server_options *opt, char *err, size_t errlen)
+{
+    (void)opt, (void)err, (void)errlen;
+    return (iot_server *)&rec_handle;
+}
+static void rec_close(iot_server *srv) { (void)srv; }
+static uint64_t rec_object(iot_server *srv, const char *name)
+{
+    (void)srv;
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, so the log shows stable ids */
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    return h | 1;
+}
+static void rec_begin(struct iot_disk_op *op) { op->t0 = 0; }
+static void rec_end(iot_server *srv, const struct iot_disk_op *op, const struct iot_disk_info *info)
+{
+    (void)srv, (void)op, (void)info;
+}
+static const char rec_mode[] = " (built without libiotrace-server: nothing is recorded)";
+#endif
+
+/* ------------------------------------------------------------ state */
+
+struct iots_priv {
+    struct iotrace_xl_conf conf;
+    char *server;    /* identity: "<host>:<brick directory>" */
+    iot_server *srv; /* NULL: recording is off, fops pass through */
+};
+
+#define IOTS_JOB_MAX 127
+
+/* Per operation in flight, from this->local_pool, in frame->local. */
+struct iots_local {
+    struct iot_disk_op op;
+    struct iot_disk_info info;
+    inode_t *stale; /* rename, unlink, rmdir: forget this inode's object once done */
+    char job[IOTS_JOB_MAX + 1];
+};
+
+static const char *kind_name(enum iot_disk_kind k)
+{
+    /* In enum iot_disk_kind order, from IOT_DISK_READV on. */
+    static const char *const names[] = {
+        "readv",    "writev", "fsync",  "fdatasync", "ftruncate", "fallocate", "discard",
+        "zerofill", "create", "open",   "unlink",    "flush",     "truncate",  "rename",
+        "link",     "mknod",  "mkdir",  "rmdir",     "setattr",   "fsetattr",  "copy_file_range",
+    };
+    _Static_assert(sizeof names / sizeof names[0] ==
+                       IOT_DISK_COPY_FILE_RANGE - IOT_DISK_READV + 1, "one name per kind");
+    unsigned i = (unsigned)k - IOT_DISK_READV;
+    return i < sizeof names / sizeof names[0] ? names[i] : "?";
 }
 
-static int32_t iots_readv(call_frame_t *frame, xlator_t *this, fd_t *fd, size_t size, off_t offset,
-                          uint32_t flags, dict_t *xdata)
+static int debug_on(xlator_t *this)
 {
-    log_probe(this, frame, "readv", fd, offset, size, xdata);
-    STACK_WIND_TAIL(frame, FIRST_CHILD(this), FIRST_CHILD(this)->fops->readv, fd, size, offset,
-                    flags, xdata);
-    return 0;
+    gf_loglevel_t l = this->loglevel ? this->loglevel : gf_log_get_loglevel();
+    return l >= GF_LOG_DEBUG;
 }
 
-static int32_t iots_writev(call_frame_t *frame, xlator_t *this, fd_t *fd, struct iovec *vector,
-                           int32_t count, off_t offset, uint32_t flags, struct iobref *iobref,
-                           dict_t *xdata)
+/* ------------------------------------------------------------ objects */
+
+static int rooted(const char *p) { return p && p[0] == '/'; }
+
+/* The object id of a file: kept in the inode's context once known by its
+ * path inside the brick ("/dir/file"). When the brick only knows it by gfid
+ * ("<gfid:...>"), the id of that name is used and not kept, so that the path
+ * takes over once a lookup has made it known. */
+static uint64_t iots_object(xlator_t *this, struct iots_priv *p, inode_t *inode, const char *path)
 {
-    log_probe(this, frame, "writev", fd, offset, iov_length(vector, count), xdata);
-    STACK_WIND_TAIL(frame, FIRST_CHILD(this), FIRST_CHILD(this)->fops->writev, fd, vector, count,
-                    offset, flags, iobref, xdata);
-    return 0;
+    uint64_t id = 0;
+    if (inode && inode_ctx_get(inode, this, &id) == 0 && id)
+        return id;
+    char *owned = NULL;
+    const char *name = NULL;
+    if (rooted(path))
+        name = path;
+    else if (inode && inode_path(inode, NULL, &owned) >= 0 && rooted(owned))
+        name = owned;
+    else if (path)
+        name = path; /* "<gfid:parent>/name" */
+    else if (owned)
+        name = owned; /* "<gfid:...>" */
+    char gfid[64];
+    if (!name && inode) {
+        snprintf(gfid, sizeof gfid, "<gfid:%s>", uuid_utoa(inode->gfid));
+        name = gfid;
+    }
+    if (name) {
+        id = rec_object(p->srv, name);
+        if (id && inode && rooted(name))
+            inode_ctx_set(inode, this, &id);
+        if (debug_on(this))
+            gf_log(this->name, GF_LOG_DEBUG, "object 0x%" PRIx64 " = %s%s", id, name,
+                   inode && rooted(name) ? "" : " (not kept)");
+    }
+    GF_FREE(owned);
+    return id;
+}
+
+/* ------------------------------------------------------------ operations */
+
+/* xdata for posix without our keys: posix turns every xdata key of an
+ * entry-creating fop (create, mknod, mkdir, link, symlink) into an xattr of
+ * the new file, stops at the first one it cannot set ("iotrace.job" is in no
+ * xattr namespace) and logs an error. NULL: nothing to strip. */
+static dict_t *iots_strip(dict_t *xdata)
+{
+    if (!xdata || (!dict_get(xdata, IOTRACE_XDATA_JOB) && !dict_get(xdata, IOTRACE_XDATA_CALLID)))
+        return NULL;
+    dict_t *x = dict_copy_with_ref(xdata, NULL);
+    if (!x)
+        return NULL;
+    dict_del(x, IOTRACE_XDATA_JOB);
+    dict_del(x, IOTRACE_XDATA_CALLID);
+    return x;
+}
+
+/* Sets up frame->local for an operation about to be wound and starts its
+ * clock. 0: not recorded (recording off, or no memory), wind as a tail. */
+static int iots_start(xlator_t *this, call_frame_t *frame, enum iot_disk_kind kind, loc_t *loc,
+                      fd_t *fd, int64_t offset, uint64_t length, unsigned flags, dict_t *xdata)
+{
+    struct iots_priv *p = this->private;
+    if (!p->srv)
+        return 0;
+    struct iots_local *l = mem_get0(this->local_pool);
+    if (!l)
+        return 0;
+    l->info.kind = kind;
+    if (loc)
+        l->info.object = iots_object(this, p, loc->inode, loc->path);
+    else if (fd)
+        l->info.object = iots_object(this, p, fd->inode, NULL);
+    l->info.offset = offset;
+    l->info.length = length;
+    char *job = NULL;
+    if (xdata) {
+        if (dict_get_str(xdata, IOTRACE_XDATA_JOB, &job) == 0 && job && job[0]) {
+            snprintf(l->job, sizeof l->job, "%s", job);
+            l->info.job = l->job;
+        }
+        uint64_t callid = 0;
+        if (dict_get_uint64(xdata, IOTRACE_XDATA_CALLID, &callid) == 0)
+            l->info.callid = callid;
+    }
+    if ((flags & IOTRACE_FOP_UNNAME) && loc && loc->inode)
+        l->stale = inode_ref(loc->inode);
+    frame->local = l;
+    rec_begin(&l->op);
+    return 1;
+}
+
+/* In the callback: records the operation and frees frame->local. */
+static void iots_finish(xlator_t *this, call_frame_t *frame, int32_t op_ret, int32_t op_errno)
+{
+    struct iots_local *l = frame->local;
+    frame->local = NULL;
+    if (!l)
+        return;
+    struct iots_priv *p = this->private;
+    l->info.result = op_ret >= 0 ? (int64_t)op_ret : -(int64_t)op_errno;
+    rec_end(p->srv, &l->op, &l->info);
+    if (debug_on(this))
+        gf_log(this->name, GF_LOG_DEBUG,
+               "disk %s object=0x%" PRIx64 " offset=%" PRId64 " length=%" PRIu64
+               " result=%" PRId64 " job=%s callid=0x%" PRIx64 " tid=%d",
+               kind_name(l->info.kind), l->info.object, l->info.offset, l->info.length,
+               l->info.result, l->info.job ? l->info.job : "-", l->info.callid, (int)gettid());
+    if (l->stale) {
+        if (op_ret >= 0)
+            inode_ctx_del(l->stale, this, NULL);
+        inode_unref(l->stale);
+    }
+    mem_put(l);
+}
+
+/* One wrapper and one callback per fop in IOTRACE_FOPS. */
+#define IOTS_FOP(FOP, KIND, P, A, CP, CA, LOC, FD, OFF, LEN, FL)                                \
+    static int32_t iots_##FOP##_cbk(call_frame_t *frame, void *cookie, xlator_t *this,        \
+                                    int32_t op_ret, int32_t op_errno, IOTRACE_UNPAREN CP)     \
+    {                                                                                         \
+        (void)cookie;                                                                         \
+        iots_finish(this, frame, op_ret, op_errno);                                           \
+        STACK_UNWIND_STRICT(FOP, frame, op_ret, op_errno, IOTRACE_UNPAREN CA);                \
+        return 0;                                                                             \
+    }                                                                                         \
+    static int32_t iots_##FOP(call_frame_t *frame, xlator_t *this, IOTRACE_UNPAREN P,         \
+                              dict_t *xdata)                                                  \
+    {                                                                                         \
+        dict_t *stripped_ = ((FL)&IOTRACE_FOP_ENTRY) ? iots_strip(xdata) : NULL;              \
+        dict_t *down_ = stripped_ ? stripped_ : xdata;                                        \
+        if (iots_start(this, frame, KIND, LOC, FD, OFF, LEN, FL, xdata))                      \
+            STACK_WIND(frame, iots_##FOP##_cbk, FIRST_CHILD(this),                            \
+                       FIRST_CHILD(this)->fops->FOP, IOTRACE_UNPAREN A, down_);               \
+        else                                                                                  \
+            STACK_WIND_TAIL(frame, FIRST_CHILD(this), FIRST_CHILD(this)->fops->FOP,           \
+                            IOTRACE_UNPAREN A, down_);                                        \
+        if (stripped_)                                                                        \
+            dict_unref(stripped_);                                                            \
+        return 0;                                                                             \
+    }
+IOTRACE_FOPS(IOTS_FOP)
+#undef IOTS_FOP
+
+/* ------------------------------------------------------------ life cycle */
+
+/* "<host>:<brick directory>", the directory from the storage/posix below
+ * (else the brick's volfile-id, else our volume name). */
+static char *iots_identity(xlator_t *this)
+{
+    const char *where = NULL;
+    for (xlator_t *xl = FIRST_CHILD(this); xl; xl = xl->children ? xl->children->xlator : NULL) {
+        char *dir = NULL;
+        if (xl->type && strcmp(xl->type, "storage/posix") == 0) {
+            if (xl->options && dict_get_str(xl->options, "directory", &dir) == 0 && dir && dir[0])
+                where = dir;
+            break;
+        }
+    }
+    if (!where && this->ctx && this->ctx->cmd_args.volfile_id)
+        where = this->ctx->cmd_args.volfile_id;
+    if (!where)
+        where = this->name;
+    char host[256];
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    char *id = NULL;
+    if (asprintf(&id, "%s:%s", host, where) < 0)
+        return NULL;
+    return id;
 }
 
 static int32_t iots_init(xlator_t *this)
 {
-    return iotrace_xl_conf_init(this, "iotrace-server");
+    if (iotrace_xl_check_graph(this, "iotrace-server") != 0)
+        return -1;
+    struct iots_priv *p = calloc(1, sizeof *p);
+    if (!p) {
+        gf_log(this->name, GF_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    if (iotrace_xl_conf_load(this, this->options, &p->conf) != 0)
+        goto fail;
+    if (!(p->server = iots_identity(this)) ||
+        !(this->local_pool = mem_pool_new(struct iots_local, 64))) {
+        gf_log(this->name, GF_LOG_ERROR, "out of memory");
+        goto fail;
+    }
+    char err[256] = "";
+    p->srv = rec_open(&(struct iot_server_options){.server = p->server, .agent = p->conf.agent},
+                      err, sizeof err);
+    if (!p->srv)
+        gf_log(this->name, GF_LOG_ERROR,
+               "cannot start libiotrace-server for %s: %s; disk operations are not recorded "
+               "(the brick serves as usual)",
+               p->server, err[0] ? err : "unknown error");
+    this->private = p;
+    gf_log(this->name, GF_LOG_INFO, "iotrace-server loaded: server=%s agent=%s%s", p->server,
+           p->conf.agent ? p->conf.agent : "(default)", p->srv ? rec_mode : " (not recording)");
+    return 0;
+fail:
+    if (this->local_pool) {
+        mem_pool_destroy(this->local_pool);
+        this->local_pool = NULL;
+    }
+    iotrace_xl_conf_free(&p->conf);
+    free(p->server);
+    free(p);
+    return -1;
 }
 
 static void iots_fini(xlator_t *this)
 {
-    iotrace_xl_conf_fini(this);
+    struct iots_priv *p = this->private;
+    this->private = NULL;
+    if (!p)
+        return;
+    if (p->srv)
+        rec_close(p->srv);
+    if (this->local_pool) {
+        mem_pool_destroy(this->local_pool);
+        this->local_pool = NULL;
+    }
+    iotrace_xl_conf_free(&p->conf);
+    free(p->server);
+    free(p);
 }
 
 static int32_t iots_reconfigure(xlator_t *this, dict_t *options)
 {
-    return iotrace_xl_conf_reconfigure(this, options);
+    struct iots_priv *p = this->private;
+    struct iotrace_xl_conf fresh = {0};
+    if (!p || iotrace_xl_conf_load(this, options, &fresh) != 0)
+        return -1;
+    /* The library is started once, in init; fops never read conf. */
+    if (!iotrace_xl_same(fresh.agent, p->conf.agent))
+        gf_log(this->name, GF_LOG_WARNING, "agent %s takes effect when the brick restarts",
+               fresh.agent ? fresh.agent : "(default)");
+    iotrace_xl_conf_free(&p->conf);
+    p->conf = fresh;
+    return 0;
 }
 
-static struct xlator_fops iots_fops = {
-    .readv = iots_readv,
-    .writev = iots_writev,
-};
+#define IOTS_FOP_ENTRY(FOP, ...) .FOP = iots_##FOP,
+static struct xlator_fops iots_fops = {IOTRACE_FOPS(IOTS_FOP_ENTRY)};
+#undef IOTS_FOP_ENTRY
 
 static struct xlator_cbks iots_cbks;
 

@@ -9,9 +9,10 @@ usage() {
     cat <<'EOF'
 usage: volume.sh start --type distribute|replica|disperse --dir WORKDIR --mount MNT
                        [--bricks N] [--name NAME] [--xlator-dir DIR]
-                       [--no-client-hook] [--client-hook-at top|bricks] [--no-server-hook]
+                       [--no-client-hook] [--client-hook-at bricks|top] [--no-server-hook]
                        [--agent ENDPOINT] [--registry NAME] [--base-port PORT]
-                       [--direct-io on|off] [--log-level LEVEL] [--timeout SEC] [--fresh]
+                       [--direct-io on|off] [--log-level LEVEL] [--hook-log-level LEVEL]
+                       [--timeout SEC] [--fresh]
        volume.sh stop --dir WORKDIR
        volume.sh status --dir WORKDIR
 
@@ -25,15 +26,20 @@ start  creates WORKDIR/{bricks,vol,log,run}, starts the bricks, mounts the
          --xlator-dir DIR where iotrace-client.so / iotrace-server.so are
                           (default: GlusterFS's translator dir, debug/)
          --no-client-hook / --no-server-hook   leave a translator out
-         --client-hook-at top (default): one iotrace-client at the top of the
-                          client graph; bricks: one above each protocol/client,
-                          below DHT/AFR/EC, so it also sees their own requests
+         --client-hook-at bricks (default): one iotrace-client above each
+                          protocol/client, below DHT/AFR/EC, so requests those
+                          make on their own (disperse's read-modify-write
+                          reads) are tagged too; top: one at the top of the
+                          client graph, which sees only the application's
          --agent, --registry   translator options (default: the bricks' and
                           client's IOTRACE_AGENT / IOTRACE_REGISTRY)
          --base-port PORT first brick port to try (default 49400); bricks use
                           the next free ones on 127.0.0.1
          --direct-io on   (default) every read and write goes to GlusterFS as
                           the application issued it (no kernel page cache)
+         --log-level L    of the bricks and the client (default INFO)
+         --hook-log-level L   of the iotrace translators alone; DEBUG makes
+                          iotrace-server log every disk operation it records
          --fresh          wipe existing brick directories first
 stop   unmounts MNT and ends the client and brick processes of WORKDIR, also
        after a partial start. Logs and brick data stay.
@@ -275,7 +281,7 @@ EOF
         if [ "$SERVER_HOOK" = yes ]; then
             fill iotrace-hook.vol.in NAME="$b-iotrace" ROLE=iotrace-server \
                 TYPE="$(xlator_type "$XLATOR_DIR" iotrace-server)" \
-                AGENT="$AGENT" REGISTRY="$REGISTRY" CHILD="$below" >>"$vol"
+                AGENT="$AGENT" REGISTRY="$REGISTRY" HOOK_LOG_LEVEL="$HOOK_LOG_LEVEL" CHILD="$below" >>"$vol"
             below=$b-iotrace
         fi
         fill brick-server.vol.in NAME="$b" CHILD="$below" PORT="$port" >>"$vol"
@@ -287,7 +293,7 @@ EOF
         if [ "$CLIENT_HOOK" = yes ] && [ "$CLIENT_HOOK_AT" = bricks ]; then
             fill iotrace-hook.vol.in NAME="$NAME-client-$i-iotrace" ROLE=iotrace-client \
                 TYPE="$(xlator_type "$XLATOR_DIR" iotrace-client)" \
-                AGENT="$AGENT" REGISTRY="$REGISTRY" CHILD="$NAME-client-$i" \
+                AGENT="$AGENT" REGISTRY="$REGISTRY" HOOK_LOG_LEVEL="$HOOK_LOG_LEVEL" CHILD="$NAME-client-$i" \
                 >>"$WORKDIR/vol/client.vol"
             subs="$subs $NAME-client-$i-iotrace"
         else
@@ -337,7 +343,7 @@ EOF
     if [ "$CLIENT_HOOK" = yes ] && [ "$CLIENT_HOOK_AT" = top ]; then
         fill iotrace-hook.vol.in NAME="$NAME" ROLE=iotrace-client \
             TYPE="$(xlator_type "$XLATOR_DIR" iotrace-client)" \
-            AGENT="$AGENT" REGISTRY="$REGISTRY" CHILD="$top" >>"$WORKDIR/vol/client.vol"
+            AGENT="$AGENT" REGISTRY="$REGISTRY" HOOK_LOG_LEVEL="$HOOK_LOG_LEVEL" CHILD="$top" >>"$WORKDIR/vol/client.vol"
     fi
 
     # --- bricks
@@ -404,7 +410,7 @@ do_status() {
 CMD=$1
 shift
 TYPE="" NBRICKS="" WORKDIR="" MNT="" NAME=iotrace XLATOR_DIR="" AGENT="" REGISTRY=""
-CLIENT_HOOK=yes CLIENT_HOOK_AT=top SERVER_HOOK=yes BASE_PORT=49400 DIRECT_IO=on LOG_LEVEL=INFO TIMEOUT=30 FRESH=no
+CLIENT_HOOK=yes CLIENT_HOOK_AT=bricks SERVER_HOOK=yes BASE_PORT=49400 DIRECT_IO=on LOG_LEVEL=INFO HOOK_LOG_LEVEL="" TIMEOUT=30 FRESH=no
 while [ $# -gt 0 ]; do
     case $1 in
     --no-* | --fresh | -h | --help) ;;
@@ -422,6 +428,7 @@ while [ $# -gt 0 ]; do
     --base-port) BASE_PORT=$2; shift 2 ;;
     --direct-io) DIRECT_IO=$2; shift 2 ;;
     --log-level) LOG_LEVEL=$2; shift 2 ;;
+    --hook-log-level) HOOK_LOG_LEVEL=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --client-hook-at) CLIENT_HOOK_AT=$2; shift 2 ;;
     --no-client-hook) CLIENT_HOOK=no; shift ;;
@@ -434,6 +441,9 @@ done
 [ -n "$WORKDIR" ] || die "--dir is required"
 case $DIRECT_IO in on | off) ;; *) die "--direct-io takes on or off" ;; esac
 case $CLIENT_HOOK_AT in top | bricks) ;; *) die "--client-hook-at takes top or bricks" ;; esac
+case $HOOK_LOG_LEVEL in "" | TRACE | DEBUG | INFO | WARNING | ERROR | CRITICAL | NONE) ;;
+*) die "--hook-log-level takes TRACE, DEBUG, INFO, WARNING, ERROR, CRITICAL or NONE" ;;
+esac
 case $NAME in *[!A-Za-z0-9_-]* | "") die "--name: letters, digits, - and _ only" ;; esac
 
 case $CMD in

@@ -2,9 +2,11 @@
 runs programs with libiotrace-client preloaded under mpiexec."""
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -16,7 +18,9 @@ def free_port():
 
 
 class Deployment:
-    def __init__(self, bins, node="testnode"):
+    # The agent names the node as the ranks do (the short host name), so that
+    # the agent's clock samples apply to their events.
+    def __init__(self, bins, node=socket.gethostname().split(".")[0]):
         self.bins = bins
         self.tmp = tempfile.mkdtemp(prefix="iotrace-test-")
         self.store = os.path.join(self.tmp, "store")
@@ -60,6 +64,11 @@ class Deployment:
                     p.kill()
                     p.wait()
                     raise RuntimeError("a daemon ignored SIGTERM")
+        # A failing test keeps its directory (logs, store) for a post-mortem.
+        if sys.exc_info()[0] is None and not os.environ.get("IOTRACE_KEEP_TEST_DIR"):
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        else:
+            print(f"test files kept in {self.tmp}", file=sys.stderr)
 
     def logs(self):
         out = []
@@ -92,13 +101,26 @@ class Deployment:
         raise AssertionError("events did not arrive in time; last count %d\n%s" % (len(events), self.logs()))
 
 
+LSAN_SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsan.supp")
+
+
+def sanitizer_env(bins):
+    """Sanitizer settings for the test programs.  The sanitizer build (the one
+    that preloads the ASan runtime) instruments them whether or not the
+    library is preloaded, so a baseline run needs these as much as a traced
+    one.  Leaks are checked; lsan.supp says why its entries are there, and
+    its hwloc entry can only match with the slow unwinder."""
+    if not bins["preload_prefix"]:
+        return {}
+    return {"ASAN_OPTIONS": "fast_unwind_on_malloc=0",
+            "LSAN_OPTIONS": "suppressions=" + LSAN_SUPPRESSIONS}
+
+
 def mpirun(bins, nprocs, argv, env=None, preload=True, timeout=120):
     cmd = [bins["mpiexec"], "-n", str(nprocs)]
     if preload:
         cmd += ["-genv", "LD_PRELOAD", bins["preload_prefix"] + bins["client"]]
-        if bins["preload_prefix"]:
-            cmd += ["-genv", "ASAN_OPTIONS", "detect_leaks=0:verify_asan_link_order=0"]
-    for k, v in (env or {}).items():
+    for k, v in {**sanitizer_env(bins), **(env or {})}.items():
         cmd += ["-genv", k, v]
     cmd += argv
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

@@ -14,3 +14,16 @@ else()
   message(STATUS "SLOG-2 reference files not found in ${IOTRACE_SLOG2_REFERENCE}: "
                  "skipping the slog2 tests (set IOTRACE_SLOG2_REFERENCE)")
 endif()
+
+# SLOG-2 writer: round trips through the reader, multi-level trees, the
+# memory bound, error paths, and the reference inputs re-created and
+# compared with Java's files (skipped when the reference files are absent).
+add_executable(test_slog2_write ${IOTRACE_TEST_DIR}/unit/test_slog2_write.c)
+target_link_libraries(test_slog2_write PRIVATE iotrace-slog2 PkgConfig::CMOCKA)
+add_test(NAME slog2.writer COMMAND test_slog2_write ${IOTRACE_SLOG2_REFERENCE})
+set_tests_properties(slog2.writer PROPERTIES LABELS slog2 TIMEOUT 900)
+
+# Writer throughput and peak memory (built, not run as a test; see
+# docs/performance.md, "SLOG-2 writer").
+add_executable(bench_slog2 ${IOTRACE_TEST_DIR}/bench/bench_slog2.c)
+target_link_libraries(bench_slog2 PRIVATE iotrace-slog2)

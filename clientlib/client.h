@@ -15,24 +15,59 @@
 #define IOT_TLS __thread __attribute__((tls_model("initial-exec")))
 #define IOT_HIDDEN __attribute__((visibility("hidden")))
 
-enum iot_rec_kind { IOT_REC_MPIIO = 1, IOT_REC_POSIX = 2 };
+enum iot_rec_kind {
+    IOT_REC_MPIIO = 1,
+    IOT_REC_POSIX = 2,
+    IOT_REC_MPIIO_LONG = 3, /* MPI-IO; the next slot holds t1 and coll_seq in full */
+    IOT_REC_DISK = 4,       /* libiotrace-server; `pad` slots of job id text follow */
+};
 
 /* One event as the application thread writes it: times are raw clock
- * readings (see clock.h), converted by the sender. */
+ * readings (see clock.h), converted by the sender; the thread id is the
+ * ring's.  A record is one cache line and starts on one: records that
+ * straddled lines (80 bytes) cost an MPI-IO call about 15 ns more. */
 struct iot_rec {
-    uint64_t t0, t1;
+    uint64_t t0;
     uint64_t callid;
     uint64_t file;
     int64_t offset;
     uint64_t bytes;
-    uint64_t xfer;
-    int64_t ret;
-    uint64_t coll_seq;
+    union {
+        struct { /* IOT_REC_POSIX */
+            uint64_t t1;
+            int64_t ret;
+        };
+        struct {           /* IOT_REC_MPIIO */
+            uint64_t xfer;
+            uint32_t ticks;    /* t1 - t0; longer calls are IOT_REC_MPIIO_LONG */
+            uint32_t coll_seq; /* larger ones too */
+        };
+    };
+    int32_t mpi_ret;
     uint16_t func;
     uint8_t kind;
     uint8_t pad;
-    uint32_t tid;
 };
+
+/* The slot after an IOT_REC_MPIIO_LONG record. */
+struct iot_rec_long {
+    uint64_t t1;
+    uint64_t coll_seq;
+    uint8_t unused[48];
+};
+
+/* Job ids of disk records: up to IOT_JOB_SLOTS slots of text, not
+ * NUL-terminated when full. */
+#define IOT_JOB_SLOTS 2
+#define IOT_JOB_MAX (IOT_JOB_SLOTS * 64)
+
+union iot_slot {
+    struct iot_rec rec;
+    struct iot_rec_long more;
+    char text[64];
+};
+
+_Static_assert(sizeof(union iot_slot) == 64, "a ring slot is one cache line");
 
 /* Single-producer (the owning thread) single-consumer (the sender) ring. */
 struct iot_ring {
@@ -47,7 +82,7 @@ struct iot_ring {
     uint64_t mask;
     size_t map_size;
     struct iot_ring *next;
-    struct iot_rec recs[];
+    union iot_slot slots[] __attribute__((aligned(64))); /* the map is page-aligned */
 };
 
 struct iot_tls {
@@ -58,6 +93,7 @@ struct iot_tls {
     int mpi_depth;      /* > 0 while inside a traced MPI-IO call */
     int internal;       /* > 0 inside iotrace's own code: nothing is recorded */
     uint64_t callid_next, callid_end; /* this thread's block of CallID counters */
+    struct iot_reg_slot *reg;         /* its CallID registry slot, NULL until claimed */
     uint32_t tid;
 };
 
@@ -76,8 +112,21 @@ struct iot_config {
     uint64_t send_queue;
 };
 
+enum iot_producer_kind { IOT_PRODUCER_CLIENT = 1, IOT_PRODUCER_SERVER = 2 };
+
+/* What a library that links the producer core (rather than being preloaded)
+ * sets before iot_init(); NULL fields fall back to the environment. */
+struct iot_producer_setup {
+    enum iot_producer_kind kind;
+    const char *server;
+    const char *agent;
+    const char *node;
+};
+
 struct iot_global {
     struct iot_config cfg;
+    enum iot_producer_kind kind;
+    char server[128];       /* server producers: their identity */
     _Atomic int active;     /* recording on: initialised, not disabled, not failed */
     _Atomic int initialised;
     int32_t rank;           /* -1 until MPI_Init */
@@ -94,6 +143,12 @@ extern IOT_HIDDEN IOT_TLS struct iot_tls iot_t;
 
 /* core.c */
 IOT_HIDDEN void iot_init(void);
+IOT_HIDDEN void iot_producer_configure(const struct iot_producer_setup *setup);
+/* Id of a storage object name (taken as it is), its name queued once. */
+IOT_HIDDEN uint64_t iot_object_register(const char *name);
+/* Records dropped so far by all rings (full buffers). */
+IOT_HIDDEN uint64_t iot_dropped_total(void);
+/* Gives this thread its ring (NULL: record nothing); keeps errno. */
 IOT_HIDDEN struct iot_ring *iot_ring_attach(void);
 IOT_HIDDEN uint32_t iot_gettid(void);
 IOT_HIDDEN void *iot_next_symbol(const char *name);
@@ -107,12 +162,45 @@ IOT_HIDDEN void iot_set_rank(int rank);
 IOT_HIDDEN void iot_set_job(const char *job);
 
 /* fd table: which file each descriptor opened by path refers to, and the
- * file position we track without system calls. */
+ * file position we track without system calls.  The lookups are inline:
+ * every read and write of the application passes through iot_fd_file. */
+#define IOT_FD_SLOTS 65536
+#define IOT_POS_UNKNOWN INT64_MIN
+
+struct iot_fd_slot {
+    uint64_t file; /* 0: not traced */
+    int64_t pos;
+};
+
+extern IOT_HIDDEN struct iot_fd_slot iot_fds[IOT_FD_SLOTS];
+
 IOT_HIDDEN void iot_fd_open(int fd, uint64_t file, int append);
 IOT_HIDDEN void iot_fd_close(int fd);
-IOT_HIDDEN uint64_t iot_fd_file(int fd);
-IOT_HIDDEN int64_t iot_fd_pos(int fd);
-IOT_HIDDEN void iot_fd_set_pos(int fd, int64_t pos);
+
+static inline uint64_t iot_fd_file(int fd)
+{
+    if (IOT_UNLIKELY((unsigned)fd >= IOT_FD_SLOTS))
+        return 0;
+    return __atomic_load_n(&iot_fds[fd].file, __ATOMIC_ACQUIRE);
+}
+
+/* Only for descriptors iot_fd_file found. */
+static inline int64_t iot_fd_pos(int fd)
+{
+    int64_t p = __atomic_load_n(&iot_fds[fd].pos, __ATOMIC_RELAXED);
+    return p == IOT_POS_UNKNOWN ? -1 : p;
+}
+
+static inline void iot_fd_set_pos(int fd, int64_t pos)
+{
+    __atomic_store_n(&iot_fds[fd].pos, pos < 0 ? IOT_POS_UNKNOWN : pos, __ATOMIC_RELAXED);
+}
+
+/* callreg.c: the thread's CallID registry slot (see docs/registry.md). */
+struct iot_reg_slot;
+IOT_HIDDEN struct iot_reg_slot *iot_callreg_attach(void);
+IOT_HIDDEN void iot_callreg_release_all(void);
+IOT_HIDDEN void iot_callreg_after_fork_child(void);
 
 /* sender.c */
 IOT_HIDDEN void iot_sender_start(void);
@@ -124,9 +212,11 @@ IOT_HIDDEN void iot_sender_queue_name(uint64_t id, const char *path, size_t len)
 IOT_HIDDEN void iot_sender_fork_prepare(void);
 IOT_HIDDEN void iot_sender_fork_parent(void);
 
-/* The hot path.  Returns a free slot of this thread's ring, or NULL when the
- * record must be dropped (already counted).  iot_rec_commit publishes it. */
-static inline struct iot_rec *iot_rec_reserve(void)
+/* The hot path.  Returns the first of n (1 or 2) free slots of this
+ * thread's ring, or NULL when the record must be dropped (already counted).
+ * iot_rec_commit(n) publishes them.  It leaves errno alone, so wrappers
+ * need not save it on the fast path. */
+static inline struct iot_rec *iot_rec_reserve(uint64_t n)
 {
     struct iot_ring *r = iot_t.ring;
     if (IOT_UNLIKELY(!r)) {
@@ -136,20 +226,32 @@ static inline struct iot_rec *iot_rec_reserve(void)
     }
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-    if (IOT_UNLIKELY(h - t > r->mask)) {
+    if (IOT_UNLIKELY(h - t + n > r->mask + 1)) {
         atomic_store_explicit(&r->dropped,
                               atomic_load_explicit(&r->dropped, memory_order_relaxed) + 1,
                               memory_order_relaxed);
         return NULL;
     }
-    return &r->recs[h & r->mask];
+    return &r->slots[h & r->mask].rec;
 }
 
-static inline void iot_rec_commit(void)
+/* The second slot of a reservation of two. */
+static inline struct iot_rec_long *iot_rec_second(void)
 {
     struct iot_ring *r = iot_t.ring;
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    atomic_store_explicit(&r->head, h + 1, memory_order_release);
+    return &r->slots[(h + 1) & r->mask].more;
+}
+
+static inline void iot_rec_commit(uint64_t n)
+{
+    struct iot_ring *r = iot_t.ring;
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    atomic_store_explicit(&r->head, h + n, memory_order_release);
+    /* A slot was last read by the sender a lap ago, from another core's
+     * cache: writing it cold stalled each record by about 20 ns.  Fetching
+     * it a few records ahead lets the fetch overlap the calls in between. */
+    __builtin_prefetch(&r->slots[(h + n + 2) & r->mask], 1, 3);
 }
 
 static inline uint32_t iot_tid(void)

@@ -152,18 +152,39 @@ static void fork_child(void)
     pthread_mutex_init(&seen_lock, NULL);
     iot_t.ring = NULL;
     iot_t.tid = 0;
+    iot_callreg_after_fork_child();
     iot_t.callid_next = iot_t.callid_end = 0;
     iot_sender_after_fork_child();
+}
+
+static struct iot_producer_setup setup = {.kind = IOT_PRODUCER_CLIENT};
+
+void iot_producer_configure(const struct iot_producer_setup *how) { setup = *how; }
+
+/* What the linking library asked for wins over the environment. */
+static void apply_setup(void)
+{
+    iot_g.kind = setup.kind;
+    if (setup.agent && setup.agent[0])
+        iot_g.cfg.agent = setup.agent;
+    if (setup.node && setup.node[0])
+        iot_g.cfg.node = setup.node;
+    if (setup.server)
+        snprintf(iot_g.server, sizeof iot_g.server, "%s", setup.server);
 }
 
 static void init_once_fn(void)
 {
     iot_t.internal++;
     read_config(&iot_g.cfg);
+    apply_setup();
     if (!iot_g.cfg.disabled) {
         set_identity();
         set_node();
-        set_job_from_environment();
+        /* A storage server serves many jobs; its own environment's job id
+         * (a brick started inside a batch job) names none of them. */
+        if (iot_g.kind == IOT_PRODUCER_CLIENT)
+            set_job_from_environment();
         iot_clock_init(getenv("IOTRACE_CLOCK"));
         pthread_key_create(&ring_key, ring_thread_exit);
         pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -177,13 +198,18 @@ static void init_once_fn(void)
 
 void iot_init(void) { pthread_once(&init_once, init_once_fn); }
 
+/* Preloaded, the library starts itself; linked by a server, it waits for
+ * iot_server_open(). */
+#ifndef IOT_SERVER_LIB
 __attribute__((constructor)) static void iot_constructor(void) { iot_init(); }
+#endif
 
 __attribute__((destructor)) static void iot_destructor(void)
 {
     if (!atomic_load(&iot_g.initialised) || iot_g.cfg.disabled)
         return;
     iot_t.internal++;
+    iot_callreg_release_all();
     iot_sender_stop();
     iot_t.internal--;
 }
@@ -224,7 +250,7 @@ void *iot_next_symbol(const char *name)
     return p;
 }
 
-struct iot_ring *iot_ring_attach(void)
+static struct iot_ring *ring_attach(void)
 {
     if (!atomic_load_explicit(&iot_g.initialised, memory_order_acquire))
         iot_init();
@@ -232,7 +258,7 @@ struct iot_ring *iot_ring_attach(void)
         return NULL;
     iot_t.internal++;
     size_t n = iot_g.cfg.ring_events;
-    size_t size = sizeof(struct iot_ring) + n * sizeof(struct iot_rec);
+    size_t size = sizeof(struct iot_ring) + n * sizeof(union iot_slot);
     struct iot_ring *r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (r == MAP_FAILED) {
         iot_disable_after_error("cannot allocate an event buffer");
@@ -247,6 +273,16 @@ struct iot_ring *iot_ring_attach(void)
     iot_t.ring = r;
     iot_sender_start();
     iot_t.internal--;
+    return r;
+}
+
+/* Runs inside the wrappers after the wrapped call: errno must stay what
+ * that call left (mmap, the sender's start and its allocations may set it). */
+struct iot_ring *iot_ring_attach(void)
+{
+    int saved = errno;
+    struct iot_ring *r = ring_attach();
+    errno = saved;
     return r;
 }
 
@@ -320,44 +356,29 @@ uint64_t iot_file_register(const char *path)
     return id;
 }
 
+uint64_t iot_object_register(const char *name)
+{
+    size_t len = strnlen(name, 4095);
+    uint64_t id = iot_file_id(name, len);
+    if (first_sighting(id))
+        iot_sender_queue_name(id, name, len);
+    return id;
+}
+
 /* ---- descriptors ------------------------------------------------------ */
 
-#define FD_SLOTS 65536
-#define POS_UNKNOWN INT64_MIN
-
-static struct {
-    uint64_t file;
-    int64_t pos;
-} fds[FD_SLOTS];
+IOT_HIDDEN struct iot_fd_slot iot_fds[IOT_FD_SLOTS];
 
 void iot_fd_open(int fd, uint64_t file, int append)
 {
-    if (fd < 0 || fd >= FD_SLOTS)
+    if (fd < 0 || fd >= IOT_FD_SLOTS)
         return;
-    __atomic_store_n(&fds[fd].pos, append ? POS_UNKNOWN : 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&fds[fd].file, file, __ATOMIC_RELEASE);
+    __atomic_store_n(&iot_fds[fd].pos, append ? IOT_POS_UNKNOWN : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&iot_fds[fd].file, file, __ATOMIC_RELEASE);
 }
 
 void iot_fd_close(int fd)
 {
-    if (fd >= 0 && fd < FD_SLOTS)
-        __atomic_store_n(&fds[fd].file, 0, __ATOMIC_RELAXED);
-}
-
-uint64_t iot_fd_file(int fd)
-{
-    if ((unsigned)fd >= FD_SLOTS)
-        return 0;
-    return __atomic_load_n(&fds[fd].file, __ATOMIC_ACQUIRE);
-}
-
-int64_t iot_fd_pos(int fd)
-{
-    int64_t p = __atomic_load_n(&fds[fd].pos, __ATOMIC_RELAXED);
-    return p == POS_UNKNOWN ? -1 : p;
-}
-
-void iot_fd_set_pos(int fd, int64_t pos)
-{
-    __atomic_store_n(&fds[fd].pos, pos < 0 ? POS_UNKNOWN : pos, __ATOMIC_RELAXED);
+    if (fd >= 0 && fd < IOT_FD_SLOTS)
+        __atomic_store_n(&iot_fds[fd].file, 0, __ATOMIC_RELAXED);
 }

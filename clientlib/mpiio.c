@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "iot_functions.h"
 #include "mpiio.h"
+#include "registry.h"
 
 /* ---- PMPI entry points ------------------------------------------------- */
 
@@ -77,7 +78,7 @@ static size_t fh_hash(MPI_File fh) { return ((uintptr_t)fh >> 4) * 2654435761u; 
 
 /* Lookups run without the lock: MPI forbids using a handle while it is
  * being opened or closed, so a slot in use does not change under a reader. */
-static struct iot_fh *fh_lookup(MPI_File fh)
+static inline __attribute__((always_inline)) struct iot_fh *fh_lookup(MPI_File fh)
 {
     if (fh == MPI_FILE_NULL)
         return NULL;
@@ -184,6 +185,12 @@ static int req_find(MPI_Request r, struct iot_req *out, int take)
 
 /* ---- CallIDs, sizes, offsets ------------------------------------------------ */
 
+/* The helpers from here to the wrappers run on every traced call: the
+ * common case is inline (IOT_HOT), whatever needs MPI itself or runs once
+ * per thread or process is out of line (IOT_COLD). */
+#define IOT_HOT static inline __attribute__((always_inline))
+#define IOT_COLD static __attribute__((noinline, cold))
+
 static void ensure_rank(void)
 {
     if (iot_g.rank >= 0)
@@ -195,33 +202,56 @@ static void ensure_rank(void)
         iot_set_rank(rank);
 }
 
+IOT_COLD void set_up_slow(void)
+{
+    resolve_pmpi();
+    ensure_rank();
+}
+
+/* Until both are known: the PMPI entry points, and the rank (MPI_Init). */
+IOT_HOT void set_up(void)
+{
+    if (IOT_UNLIKELY(!pmpi.resolved || iot_g.rank < 0))
+        set_up_slow();
+}
+
 /* Threads take counter values in blocks, so the hot path needs no atomic
  * read-modify-write. */
 #define CALLID_BLOCK 256
 
-static uint64_t new_callid(void)
+IOT_COLD uint64_t callid_refill(void)
 {
-    if (IOT_UNLIKELY(iot_t.callid_next == iot_t.callid_end)) {
-        uint64_t base = atomic_fetch_add_explicit(&iot_g.call_counter, CALLID_BLOCK,
-                                                  memory_order_relaxed);
-        iot_t.callid_next = base + 1;
-        iot_t.callid_end = base + 1 + CALLID_BLOCK;
-    }
-    uint64_t n = iot_t.callid_next++;
+    uint64_t base =
+        atomic_fetch_add_explicit(&iot_g.call_counter, CALLID_BLOCK, memory_order_relaxed);
+    iot_t.callid_end = base + 1 + CALLID_BLOCK;
+    return base + 1;
+}
+
+IOT_HOT uint64_t new_callid(void)
+{
+    uint64_t n = iot_t.callid_next;
+    if (IOT_UNLIKELY(n == iot_t.callid_end))
+        n = callid_refill();
+    iot_t.callid_next = n + 1;
     uint64_t rank = iot_g.rank < 0 ? 0xffffffu : (uint64_t)iot_g.rank & 0xffffffu;
     return rank << 40 | (n & ((1ull << 40) - 1));
 }
 
-static uint64_t bytes_of(MPI_Count count, MPI_Datatype type)
+IOT_COLD uint64_t type_bytes(MPI_Count count, MPI_Datatype type)
+{
+    MPI_Count size = 0;
+    if (pmpi.type_size_x(type, &size) != MPI_SUCCESS || size < 0)
+        return 0;
+    return (uint64_t)count * (uint64_t)size;
+}
+
+IOT_HOT uint64_t bytes_of(MPI_Count count, MPI_Datatype type)
 {
     if (count <= 0 || type == MPI_DATATYPE_NULL || !pmpi.type_size_x)
         return 0;
     if (type == MPI_BYTE || type == MPI_CHAR)
         return (uint64_t)count;
-    MPI_Count size = 0;
-    if (pmpi.type_size_x(type, &size) != MPI_SUCCESS || size < 0)
-        return 0;
-    return (uint64_t)count * (uint64_t)size;
+    return type_bytes(count, type);
 }
 
 static int64_t byte_offset(struct iot_fh *e, MPI_File fh, MPI_Offset off)
@@ -234,22 +264,30 @@ static int64_t byte_offset(struct iot_fh *e, MPI_File fh, MPI_Offset off)
     return disp;
 }
 
-/* Where the access starts, in bytes from the start of the file.  Shared
- * file pointer accesses learn it from their first inner transfer. */
-static int64_t access_offset(struct iot_fh *e, unsigned flags, MPI_File fh, MPI_Offset off)
+/* Where an access through a view or the individual file pointer starts. */
+IOT_COLD int64_t view_offset(struct iot_fh *e, unsigned flags, MPI_File fh, MPI_Offset off)
 {
     if (flags & IOT_MF_AT)
         return byte_offset(e, fh, off);
-    if (flags & IOT_MF_IND) {
-        MPI_Offset pos;
-        if (!pmpi.get_position || pmpi.get_position(fh, &pos) != MPI_SUCCESS)
-            return -1;
-        return byte_offset(e, fh, pos);
-    }
+    MPI_Offset pos;
+    if (!pmpi.get_position || pmpi.get_position(fh, &pos) != MPI_SUCCESS)
+        return -1;
+    return byte_offset(e, fh, pos);
+}
+
+/* Where the access starts, in bytes from the start of the file.  Shared
+ * file pointer accesses learn it from their first inner transfer.  An
+ * explicit offset under the default view is already one. */
+IOT_HOT int64_t access_offset(struct iot_fh *e, unsigned flags, MPI_File fh, MPI_Offset off)
+{
+    if ((flags & IOT_MF_AT) && e && e->trivial_view)
+        return off;
+    if (flags & (IOT_MF_AT | IOT_MF_IND))
+        return view_offset(e, flags, fh, off);
     return -1;
 }
 
-static uint64_t xfer_of(int ret, const MPI_Status *st)
+static inline uint64_t xfer_of(int ret, const MPI_Status *st)
 {
     if (ret != MPI_SUCCESS || !st || st == MPI_STATUS_IGNORE)
         return 0;
@@ -269,21 +307,31 @@ static uint64_t xfer_of(int ret, const MPI_Status *st)
 
 /* ---- enter / leave ------------------------------------------------------- */
 
-static void begin_scope(struct iot_mpi_call *c)
+/* The registry shows the CallID of the innermost call running, as the
+ * POSIX records do. */
+static inline void publish(uint64_t callid)
+{
+    struct iot_reg_slot *slot = iot_t.reg;
+    if (IOT_UNLIKELY(!slot))
+        slot = iot_callreg_attach();
+    iot_registry_begin(slot, callid);
+}
+
+IOT_HOT void begin_scope(struct iot_mpi_call *c)
 {
     c->prev_callid = iot_t.callid;
     iot_t.callid = c->callid;
+    publish(c->callid);
     iot_t.mpi_depth++;
     iot_t.mpi_file = c->file;
     iot_t.mpi_offset = -1;
     c->t0 = iot_clock_raw();
 }
 
-void iot_mpi_enter(struct iot_mpi_call *c, unsigned func, unsigned flags, MPI_File fh,
-                   MPI_Offset offset, MPI_Count count, MPI_Datatype type)
+IOT_HOT void iot_mpi_enter(struct iot_mpi_call *c, unsigned func, unsigned flags, MPI_File fh,
+                           MPI_Offset offset, MPI_Count count, MPI_Datatype type)
 {
-    resolve_pmpi();
-    ensure_rank();
+    set_up();
     c->func = func;
     c->flags = flags;
     c->fhe = fh_lookup(fh);
@@ -295,7 +343,8 @@ void iot_mpi_enter(struct iot_mpi_call *c, unsigned func, unsigned flags, MPI_Fi
     begin_scope(c);
 }
 
-void iot_mpi_enter_path(struct iot_mpi_call *c, unsigned func, unsigned flags, const char *filename)
+static void iot_mpi_enter_path(struct iot_mpi_call *c, unsigned func, unsigned flags,
+                               const char *filename)
 {
     resolve_pmpi();
     ensure_rank();
@@ -312,7 +361,8 @@ void iot_mpi_enter_path(struct iot_mpi_call *c, unsigned func, unsigned flags, c
     begin_scope(c);
 }
 
-void iot_mpi_enter_end(struct iot_mpi_call *c, unsigned func, unsigned flags, MPI_File fh)
+/* The end of a split collective continues the call its begin started. */
+static void iot_mpi_enter_end(struct iot_mpi_call *c, unsigned func, unsigned flags, MPI_File fh)
 {
     resolve_pmpi();
     c->func = func;
@@ -334,43 +384,66 @@ void iot_mpi_enter_end(struct iot_mpi_call *c, unsigned func, unsigned flags, MP
     begin_scope(c);
 }
 
-static void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t xfer)
+/* A call that took 2^32 ticks or more (over a second), or a sequence
+ * number of 2^32 or more, takes a second slot for them.  The call comes by
+ * value: were its address to escape, the wrappers would keep it in memory
+ * and reload its constant fields after the call. */
+IOT_COLD void record_long(struct iot_mpi_call c, uint64_t t1, int ret, uint64_t xfer)
 {
-    struct iot_rec *r = iot_rec_reserve();
+    struct iot_rec *r = iot_rec_reserve(2);
+    if (!r)
+        return;
+    *r = (struct iot_rec){.t0 = c.t0, .callid = c.callid, .file = c.file, .offset = c.offset,
+                          .bytes = c.bytes, .xfer = xfer, .mpi_ret = ret,
+                          .func = (uint16_t)c.func, .kind = IOT_REC_MPIIO_LONG};
+    struct iot_rec_long *more = iot_rec_second();
+    more->t1 = t1;
+    more->coll_seq = c.coll_seq;
+    iot_rec_commit(2);
+}
+
+IOT_HOT void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t xfer)
+{
+    uint64_t ticks = t1 - c->t0; /* t1 < t0 wraps, so goes the long way */
+    if (IOT_UNLIKELY(ticks > UINT32_MAX || c->coll_seq > UINT32_MAX)) {
+        record_long(*c, t1, ret, xfer);
+        return;
+    }
+    struct iot_rec *r = iot_rec_reserve(1);
     if (!r)
         return;
     r->t0 = c->t0;
-    r->t1 = t1;
     r->callid = c->callid;
     r->file = c->file;
     r->offset = c->offset;
     r->bytes = c->bytes;
     r->xfer = xfer;
-    r->ret = ret;
-    r->coll_seq = c->coll_seq;
+    r->ticks = (uint32_t)ticks;
+    r->coll_seq = (uint32_t)c->coll_seq;
+    r->mpi_ret = ret;
     r->func = (uint16_t)c->func;
     r->kind = IOT_REC_MPIIO;
-    r->tid = iot_tid();
-    iot_rec_commit();
+    iot_rec_commit(1);
 }
 
-static uint64_t end_scope(struct iot_mpi_call *c)
+IOT_HOT uint64_t end_scope(struct iot_mpi_call *c)
 {
     uint64_t t1 = iot_clock_raw();
     iot_t.mpi_depth--;
     iot_t.callid = c->prev_callid;
+    publish(c->prev_callid);
     if ((c->flags & IOT_MF_SHARED) && c->offset < 0)
         c->offset = iot_t.mpi_offset;
     return t1;
 }
 
-void iot_mpi_leave(struct iot_mpi_call *c, int ret, const MPI_Status *status)
+IOT_HOT void iot_mpi_leave(struct iot_mpi_call *c, int ret, const MPI_Status *status)
 {
     uint64_t t1 = end_scope(c);
     record(c, t1, ret, xfer_of(ret, status));
 }
 
-void iot_mpi_leave_open(struct iot_mpi_call *c, int ret, MPI_File fh)
+static void iot_mpi_leave_open(struct iot_mpi_call *c, int ret, MPI_File fh)
 {
     uint64_t t1 = end_scope(c);
     if (ret == MPI_SUCCESS && fh != MPI_FILE_NULL)
@@ -378,7 +451,7 @@ void iot_mpi_leave_open(struct iot_mpi_call *c, int ret, MPI_File fh)
     record(c, t1, ret, 0);
 }
 
-void iot_mpi_leave_close(struct iot_mpi_call *c, int ret, MPI_File closed)
+static void iot_mpi_leave_close(struct iot_mpi_call *c, int ret, MPI_File closed)
 {
     (void)closed;
     uint64_t t1 = end_scope(c);
@@ -387,8 +460,8 @@ void iot_mpi_leave_close(struct iot_mpi_call *c, int ret, MPI_File closed)
     record(c, t1, ret, 0);
 }
 
-void iot_mpi_leave_view(struct iot_mpi_call *c, int ret, MPI_File fh, MPI_Offset disp,
-                        MPI_Datatype etype, MPI_Datatype filetype)
+static void iot_mpi_leave_view(struct iot_mpi_call *c, int ret, MPI_File fh, MPI_Offset disp,
+                               MPI_Datatype etype, MPI_Datatype filetype)
 {
     (void)fh;
     uint64_t t1 = end_scope(c);
@@ -397,7 +470,7 @@ void iot_mpi_leave_view(struct iot_mpi_call *c, int ret, MPI_File fh, MPI_Offset
     record(c, t1, ret, 0);
 }
 
-void iot_mpi_leave_request(struct iot_mpi_call *c, int ret, const MPI_Request *req)
+static void iot_mpi_leave_request(struct iot_mpi_call *c, int ret, const MPI_Request *req)
 {
     uint64_t t1 = end_scope(c);
     if (ret == MPI_SUCCESS && req && *req != MPI_REQUEST_NULL)
@@ -405,7 +478,7 @@ void iot_mpi_leave_request(struct iot_mpi_call *c, int ret, const MPI_Request *r
     record(c, t1, ret, 0);
 }
 
-void iot_mpi_leave_begin(struct iot_mpi_call *c, int ret)
+static void iot_mpi_leave_begin(struct iot_mpi_call *c, int ret)
 {
     uint64_t t1 = end_scope(c);
     if (ret == MPI_SUCCESS && c->fhe) {
@@ -416,6 +489,14 @@ void iot_mpi_leave_begin(struct iot_mpi_call *c, int ret)
     }
     record(c, t1, ret, 0);
 }
+
+/* ---- the MPI_File_* wrappers ------------------------------------------------ */
+
+/* Generated by gen_wrappers.py from mpiio_functions.tsv.  Compiled here
+ * rather than as a unit of its own so that the helpers above inline into
+ * every wrapper: calls, their register saves and the argument passing were
+ * a good part of the cost of a small access. */
+#include "mpiio_wrappers.inc"
 
 /* ---- completion: MPI_Wait and MPI_Test families --------------------------- */
 

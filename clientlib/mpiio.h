@@ -1,5 +1,4 @@
-/* What the generated MPI-IO wrappers (gen_wrappers.py) call around the next
- * definition of each function. */
+/* What the generated MPI-IO wrappers (gen_wrappers.py) and mpiio.c share. */
 #ifndef IOT_MPIIO_H
 #define IOT_MPIIO_H
 
@@ -39,20 +38,6 @@ static inline int iot_mpi_tracing(void)
 
 IOT_HIDDEN void *iot_mpi_next(const char *name);
 
-IOT_HIDDEN void iot_mpi_enter(struct iot_mpi_call *c, unsigned func, unsigned flags, MPI_File fh,
-                              MPI_Offset offset, MPI_Count count, MPI_Datatype type);
-IOT_HIDDEN void iot_mpi_enter_path(struct iot_mpi_call *c, unsigned func, unsigned flags,
-                                   const char *filename);
-/* The end of a split collective continues the call its begin started. */
-IOT_HIDDEN void iot_mpi_enter_end(struct iot_mpi_call *c, unsigned func, unsigned flags,
-                                  MPI_File fh);
-
-IOT_HIDDEN void iot_mpi_leave(struct iot_mpi_call *c, int ret, const MPI_Status *status);
-IOT_HIDDEN void iot_mpi_leave_open(struct iot_mpi_call *c, int ret, MPI_File fh);
-IOT_HIDDEN void iot_mpi_leave_close(struct iot_mpi_call *c, int ret, MPI_File closed);
-IOT_HIDDEN void iot_mpi_leave_view(struct iot_mpi_call *c, int ret, MPI_File fh, MPI_Offset disp,
-                                   MPI_Datatype etype, MPI_Datatype filetype);
-IOT_HIDDEN void iot_mpi_leave_request(struct iot_mpi_call *c, int ret, const MPI_Request *req);
-IOT_HIDDEN void iot_mpi_leave_begin(struct iot_mpi_call *c, int ret);
+/* iot_mpi_enter*, iot_mpi_leave*: in mpiio.c, which includes the wrappers. */
 
 #endif

@@ -29,22 +29,19 @@ static inline void posix_record(unsigned func, uint64_t file, int64_t off, uint6
      * first transfer on its own file. */
     if (iot_t.mpi_depth && iot_t.mpi_offset < 0 && file == iot_t.mpi_file && off >= 0 && bytes)
         iot_t.mpi_offset = off;
-    struct iot_rec *r = iot_rec_reserve();
+    struct iot_rec *r = iot_rec_reserve(1);
     if (!r)
         return;
     r->t0 = t0;
-    r->t1 = t1;
     r->callid = iot_t.callid;
     r->file = file;
     r->offset = off;
     r->bytes = bytes;
-    r->xfer = ret > 0 ? (uint64_t)ret : 0;
+    r->t1 = t1;
     r->ret = ret;
-    r->coll_seq = 0;
     r->func = (uint16_t)func;
     r->kind = IOT_REC_POSIX;
-    r->tid = iot_tid();
-    iot_rec_commit();
+    iot_rec_commit(1);
 }
 
 static uint64_t iov_bytes(const struct iovec *iov, int n)
@@ -171,7 +168,9 @@ int close(int fd)
 /* ---- data transfer and the rest -------------------------------------------- */
 
 /* moves: 1 when the call advances the descriptor's position (read, write,
- * readv, writev, and the v2 forms at offset -1). */
+ * readv, writev, and the v2 forms at offset -1).
+ * errno is read only when the call failed: recording leaves it alone (see
+ * iot_rec_reserve), and __errno_location is a call through the PLT. */
 #define IOT_FD_WRAPPER(ret_t, name, id, params, args, fd, off_expr, bytes_expr, moves) \
     ret_t name params                                                               \
     {                                                                               \
@@ -183,11 +182,10 @@ int close(int fd)
         uint64_t t0 = iot_clock_raw();                                              \
         ret_t ret = next_##name args;                                               \
         uint64_t t1 = iot_clock_raw();                                              \
-        int saved = errno;                                                          \
+        int64_t res = IOT_UNLIKELY(ret < 0) ? -(int64_t)errno : (int64_t)ret;       \
         if ((moves) && ret > 0 && off >= 0)                                         \
             iot_fd_set_pos(fd, off + (int64_t)ret);                                 \
-        posix_record(id, file, off, (bytes_expr), t0, t1, ret < 0 ? -saved : (int64_t)ret); \
-        errno = saved;                                                              \
+        posix_record(id, file, off, (bytes_expr), t0, t1, res);                     \
         return ret;                                                                 \
     }
 
@@ -251,11 +249,10 @@ IOT_FD_WRAPPER(int, ftruncate64, IOT_F_POSIX_ftruncate64, (int fd, off64_t len),
         uint64_t t0 = iot_clock_raw();                                              \
         off_type ret = next_##name(fd, off, whence);                                \
         uint64_t t1 = iot_clock_raw();                                              \
-        int saved = errno;                                                          \
+        int64_t res = IOT_UNLIKELY(ret < 0) ? -(int64_t)errno : (int64_t)ret;       \
         if (ret >= 0)                                                               \
             iot_fd_set_pos(fd, ret);                                                \
-        posix_record(id, file, ret >= 0 ? ret : -1, 0, t0, t1, ret < 0 ? -saved : ret); \
-        errno = saved;                                                              \
+        posix_record(id, file, ret >= 0 ? ret : -1, 0, t0, t1, res);                \
         return ret;                                                                 \
     }
 

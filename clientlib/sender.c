@@ -34,6 +34,15 @@ struct posix_cols {
     int64_t *offset, *t_start, *ret;
 };
 
+struct disk_cols {
+    uint32_t *func, *tid, *job;
+    uint64_t *callid, *file, *bytes, *duration;
+    int64_t *offset, *t_start, *ret;
+};
+
+/* Per-batch job dictionary of disk events; jobs[0] is "" (none). */
+#define MAX_BATCH_JOBS 256
+
 struct drop_acc {
     uint64_t count;
     uint32_t tid;
@@ -46,6 +55,8 @@ static struct {
     pthread_mutex_t lock; /* rings list, names queue, thread start */
     pthread_cond_t wake;
     pthread_cond_t swept;
+    pthread_cond_t idle;
+    int working; /* the sender thread is running, not parked in wait_a_little() */
     struct iot_ring *rings;
     struct name_entry *names, **names_tail;
     pthread_t thread;
@@ -57,7 +68,11 @@ static struct {
     /* Owned by the sender thread from here on. */
     void *zctx, *zsock;
     uint64_t seq;
-    size_t cap, n_mpiio, n_posix;
+    size_t cap, n_mpiio, n_posix, n_disk;
+    struct disk_cols d;
+    char (*jobs)[IOT_JOB_MAX + 1];
+    char *job_ptrs[MAX_BATCH_JOBS];
+    size_t n_jobs;
     struct mpiio_cols m;
     struct posix_cols p;
     struct drop_acc drops[MAX_DROP_RECORDS];
@@ -68,6 +83,7 @@ static struct {
     uint64_t sent_events, sent_batches, failed_batches;
 } s = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
+    .idle = PTHREAD_COND_INITIALIZER,
     .names_tail = &s.names,
 };
 
@@ -108,43 +124,82 @@ static int alloc_columns(size_t cap)
                      (void **)&s.m.t_start,  (void **)&s.m.ret,    (void **)&s.p.func,
                      (void **)&s.p.tid,      (void **)&s.p.callid, (void **)&s.p.file,
                      (void **)&s.p.bytes,    (void **)&s.p.duration, (void **)&s.p.offset,
-                     (void **)&s.p.t_start,  (void **)&s.p.ret};
+                     (void **)&s.p.t_start,  (void **)&s.p.ret,    (void **)&s.d.func,
+                     (void **)&s.d.tid,      (void **)&s.d.job,    (void **)&s.d.callid,
+                     (void **)&s.d.file,     (void **)&s.d.bytes,  (void **)&s.d.duration,
+                     (void **)&s.d.offset,   (void **)&s.d.t_start, (void **)&s.d.ret};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
         *cols[i] = calloc(cap, sizeof(uint64_t));
         if (!*cols[i])
             return -1;
     }
+    if (!(s.jobs = calloc(MAX_BATCH_JOBS, sizeof *s.jobs)))
+        return -1;
+    for (size_t i = 0; i < MAX_BATCH_JOBS; i++)
+        s.job_ptrs[i] = s.jobs[i];
+    s.n_jobs = 1;
     s.cap = cap;
     return 0;
 }
 
-static void append_record(const struct iot_rec *r)
+/* Index of a job in this batch's dictionary; 0 when it is full (the caller
+ * sends the batch first, so that does not happen). */
+static uint32_t intern_job(const char *job)
+{
+    if (!job[0])
+        return 0;
+    for (size_t i = 1; i < s.n_jobs; i++)
+        if (strcmp(s.jobs[i], job) == 0)
+            return (uint32_t)i;
+    if (s.n_jobs == MAX_BATCH_JOBS)
+        return 0;
+    snprintf(s.jobs[s.n_jobs], sizeof s.jobs[0], "%s", job);
+    return (uint32_t)s.n_jobs++;
+}
+
+static void append_disk(const struct iot_rec *r, const char *job, uint32_t tid)
+{
+    size_t i = s.n_disk++;
+    s.d.func[i] = r->func;
+    s.d.tid[i] = tid;
+    s.d.job[i] = intern_job(job);
+    s.d.callid[i] = r->callid;
+    s.d.file[i] = r->file;
+    s.d.offset[i] = r->offset;
+    s.d.bytes[i] = r->bytes;
+    s.d.t_start[i] = iot_clock_to_ns(r->t0);
+    s.d.duration[i] = iot_clock_span_ns(r->t0, r->t1);
+    s.d.ret[i] = r->ret;
+}
+
+/* more: the second slot of an IOT_REC_MPIIO_LONG record, else NULL. */
+static void append_record(const struct iot_rec *r, const struct iot_rec_long *more, uint32_t tid)
 {
     int64_t t0 = iot_clock_to_ns(r->t0);
-    uint64_t dur = iot_clock_span_ns(r->t0, r->t1);
-    if (r->kind == IOT_REC_MPIIO) {
+    if (r->kind != IOT_REC_POSIX) {
+        uint64_t t1 = more ? more->t1 : r->t0 + r->ticks;
         size_t i = s.n_mpiio++;
         s.m.func[i] = r->func;
-        s.m.tid[i] = r->tid;
+        s.m.tid[i] = tid;
         s.m.callid[i] = r->callid;
         s.m.file[i] = r->file;
         s.m.offset[i] = r->offset;
         s.m.bytes[i] = r->bytes;
         s.m.xfer[i] = r->xfer;
         s.m.t_start[i] = t0;
-        s.m.duration[i] = dur;
-        s.m.ret[i] = (int32_t)r->ret;
-        s.m.coll_seq[i] = r->coll_seq;
+        s.m.duration[i] = iot_clock_span_ns(r->t0, t1);
+        s.m.ret[i] = r->mpi_ret;
+        s.m.coll_seq[i] = more ? more->coll_seq : r->coll_seq;
     } else {
         size_t i = s.n_posix++;
         s.p.func[i] = r->func;
-        s.p.tid[i] = r->tid;
+        s.p.tid[i] = tid;
         s.p.callid[i] = r->callid;
         s.p.file[i] = r->file;
         s.p.offset[i] = r->offset;
         s.p.bytes[i] = r->bytes;
         s.p.t_start[i] = t0;
-        s.p.duration[i] = dur;
+        s.p.duration[i] = iot_clock_span_ns(r->t0, r->t1);
         s.p.ret[i] = r->ret;
     }
 }
@@ -165,7 +220,23 @@ static void note_drop(int reason, uint32_t tid, uint64_t count)
 
 /* ---- batches -------------------------------------------------------------- */
 
+static void fill_disk(iot_body *body, Iotrace__DiskEvents *de)
+{
+    if (!s.n_disk)
+        return;
+    de->n_func = de->n_tid = de->n_job = de->n_callid = de->n_file = de->n_offset =
+        de->n_bytes = de->n_t_start = de->n_duration = de->n_ret = s.n_disk;
+    de->func = s.d.func, de->tid = s.d.tid, de->job = s.d.job, de->callid = s.d.callid;
+    de->file = s.d.file, de->offset = s.d.offset, de->bytes = s.d.bytes;
+    de->t_start = s.d.t_start, de->duration = s.d.duration, de->ret = s.d.ret;
+    iot_wire_delta_encode(s.d.t_start, s.n_disk);
+    body->disk = de;
+    body->n_jobs = s.n_jobs;
+    body->jobs = s.job_ptrs;
+}
+
 static void fill_body(iot_body *body, Iotrace__MpiioEvents *me, Iotrace__PosixEvents *pe,
+                      Iotrace__DiskEvents *de,
                       Iotrace__Drop *drops, Iotrace__Drop **drop_ptrs, int64_t now)
 {
     me->n_func = me->n_tid = me->n_callid = me->n_file = me->n_offset = me->n_bytes =
@@ -182,6 +253,7 @@ static void fill_body(iot_body *body, Iotrace__MpiioEvents *me, Iotrace__PosixEv
     iot_wire_delta_encode(s.m.t_start, s.n_mpiio);
     iot_wire_delta_encode(s.p.t_start, s.n_posix);
     body->mpiio = s.n_mpiio ? me : NULL;
+    fill_disk(body, de);
     body->posix = s.n_posix ? pe : NULL;
     for (size_t i = 0; i < s.n_drops; i++) {
         iotrace__drop__init(&drops[i]);
@@ -224,17 +296,18 @@ static void send_batch(struct name_entry **names, int64_t now)
     size_t n_names = 0;
     for (struct name_entry *e = *names; e; e = e->next)
         n_names++;
-    if (s.n_mpiio + s.n_posix + s.n_drops + n_names == 0)
+    if (s.n_mpiio + s.n_posix + s.n_disk + s.n_drops + n_names == 0)
         return;
 
     iot_body body = IOTRACE__BODY__INIT;
     Iotrace__MpiioEvents me = IOTRACE__MPIIO_EVENTS__INIT;
     Iotrace__PosixEvents pe = IOTRACE__POSIX_EVENTS__INIT;
+    Iotrace__DiskEvents de = IOTRACE__DISK_EVENTS__INIT;
     Iotrace__Drop drops[MAX_DROP_RECORDS];
     Iotrace__Drop *drop_ptrs[MAX_DROP_RECORDS];
     Iotrace__FileName **name_pp = calloc(n_names ? n_names : 1, sizeof *name_pp);
     Iotrace__FileName *name_recs = calloc(n_names ? n_names : 1, sizeof *name_recs);
-    fill_body(&body, &me, &pe, drops, drop_ptrs, now);
+    fill_body(&body, &me, &pe, &de, drops, drop_ptrs, now);
     if (name_pp && name_recs)
         attach_names(&body, *names, name_pp, name_recs, n_names);
 
@@ -242,9 +315,15 @@ static void send_batch(struct name_entry **names, int64_t now)
     prod.node = iot_g.node;
     prod.pid = iot_g.pid;
     prod.start_time_ns = iot_g.start_ns;
-    prod.kind = IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT;
-    prod.job = iot_g.job;
-    prod.rank = iot_g.rank;
+    if (iot_g.kind == IOT_PRODUCER_SERVER) {
+        prod.kind = IOTRACE__PRODUCER_KIND__PRODUCER_SERVER;
+        prod.server = iot_g.server;
+        prod.rank = -1;
+    } else {
+        prod.kind = IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT;
+        prod.job = iot_g.job;
+        prod.rank = iot_g.rank;
+    }
 
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -255,7 +334,7 @@ static void send_batch(struct name_entry **names, int64_t now)
     free(name_pp);
     free(name_recs);
 
-    uint64_t events = s.n_mpiio + s.n_posix;
+    uint64_t events = s.n_mpiio + s.n_posix + s.n_disk;
     if (ok) {
         s.seq++;
         s.sent_batches++;
@@ -273,7 +352,8 @@ static void send_batch(struct name_entry **names, int64_t now)
         s.failed_batches++;
         note_drop(IOTRACE__DROP_REASON__DROP_SEND_FAILED, 0, events);
     }
-    s.n_mpiio = s.n_posix = 0;
+    s.n_mpiio = s.n_posix = s.n_disk = 0;
+    s.n_jobs = 1;
     s.last_flush_ns = now;
 }
 
@@ -296,9 +376,23 @@ static void drain_ring(struct iot_ring *r, struct name_entry **names, int64_t no
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
     while (tail != head) {
-        append_record(&r->recs[tail & r->mask]);
-        tail++;
-        if (s.n_mpiio + s.n_posix >= s.cap) {
+        const struct iot_rec *rec = &r->slots[tail++ & r->mask].rec;
+        const struct iot_rec_long *more = NULL;
+        if (rec->kind == IOT_REC_DISK) {
+            char job[IOT_JOB_MAX + 1] = "";
+            for (unsigned k = 0; k < rec->pad && k < IOT_JOB_SLOTS; k++)
+                memcpy(job + 64 * k, r->slots[tail++ & r->mask].text, 64);
+            if (s.n_jobs == MAX_BATCH_JOBS) {
+                atomic_store_explicit(&r->tail, tail, memory_order_release);
+                send_batch(names, now);
+            }
+            append_disk(rec, job, r->tid);
+        } else {
+            if (rec->kind == IOT_REC_MPIIO_LONG)
+                more = &r->slots[tail++ & r->mask].more;
+            append_record(rec, more, r->tid);
+        }
+        if (s.n_mpiio + s.n_posix + s.n_disk >= s.cap) {
             atomic_store_explicit(&r->tail, tail, memory_order_release);
             send_batch(names, now);
         }
@@ -387,7 +481,9 @@ static void open_socket(void)
 
 /* The connection to the agent completes asynchronously; give it a moment
  * (on this thread, never the application's) before the first batch, so that
- * a process's first events are not dropped for want of a finished handshake. */
+ * a process's first events are not dropped for want of a finished handshake.
+ * This counts as work (see iot_sender_fork_prepare): meanwhile ZeroMQ's I/O
+ * thread is setting up the connection and allocating. */
 static void await_connection(int max_ms)
 {
     for (int waited = 0; s.zsock && waited < max_ms; waited += 5) {
@@ -409,6 +505,9 @@ static void close_socket(void)
     s.zsock = s.zctx = NULL;
 }
 
+/* The only place the sender thread is idle: a fork may proceed while it is
+ * parked here, and while a fork is under way it cannot leave (the forking
+ * thread holds s.lock). */
 static void wait_a_little(int64_t ms)
 {
     struct timespec ts;
@@ -417,8 +516,11 @@ static void wait_a_little(int64_t ms)
     ts.tv_sec += ts.tv_nsec / 1000000000;
     ts.tv_nsec %= 1000000000;
     pthread_mutex_lock(&s.lock);
+    s.working = 0;
+    pthread_cond_broadcast(&s.idle);
     if (!s.stop && !s.flush_requested)
         pthread_cond_timedwait(&s.wake, &s.lock, &ts);
+    s.working = 1;
     pthread_mutex_unlock(&s.lock);
 }
 
@@ -456,6 +558,10 @@ static void *sender_main(void *arg)
                   (unsigned long long)s.sent_events, (unsigned long long)s.sent_batches,
                   (unsigned long long)s.failed_batches);
     close_socket();
+    pthread_mutex_lock(&s.lock);
+    s.working = 0;
+    pthread_cond_broadcast(&s.idle);
+    pthread_mutex_unlock(&s.lock);
     return NULL;
 }
 
@@ -473,9 +579,10 @@ void iot_sender_start(void)
     pthread_cond_init(&s.wake, &ca);
     pthread_cond_init(&s.swept, &ca);
     pthread_condattr_destroy(&ca);
+    s.working = 1; /* from its very start: a new thread's set-up allocates too */
     if (alloc_columns(iot_g.cfg.batch_events) != 0 ||
         pthread_create(&s.thread, NULL, sender_main, NULL) != 0) {
-        s.started = 0;
+        s.started = s.working = 0;
         pthread_mutex_unlock(&s.lock);
         iot_disable_after_error("cannot start the sender thread");
         return;
@@ -525,7 +632,19 @@ void iot_sender_stop(void)
     pthread_join(s.thread, NULL);
 }
 
-void iot_sender_fork_prepare(void) { pthread_mutex_lock(&s.lock); }
+/* The fork waits until the sender thread is parked, and keeps it parked.
+ * A thread that is inside malloc at the fork leaves the allocator's lock held
+ * for good in the child.  glibc's malloc guards against that itself, but
+ * ASan's allocator (GCC 12's libasan has no fork interceptor) does not, so a
+ * forked child deadlocked on its first allocation when the fork met the
+ * sender starting ZeroMQ or sending a batch.  The wait is bounded by one
+ * sweep, or by the connection wait right after the sender starts. */
+void iot_sender_fork_prepare(void)
+{
+    pthread_mutex_lock(&s.lock);
+    while (s.working)
+        pthread_cond_wait(&s.idle, &s.lock);
+}
 
 void iot_sender_fork_parent(void) { pthread_mutex_unlock(&s.lock); }
 
@@ -549,10 +668,22 @@ void iot_sender_after_fork_child(void)
     }
     s.names = NULL;
     s.names_tail = &s.names;
-    s.started = s.stop = s.flush_requested = 0;
+    s.started = s.stop = s.flush_requested = s.working = 0;
     s.zctx = s.zsock = NULL;
     s.seq = 0;
-    s.n_mpiio = s.n_posix = s.n_drops = 0;
+    s.n_mpiio = s.n_posix = s.n_disk = s.n_drops = 0;
+    s.n_jobs = 1;
     s.sweeps = 0;
     pthread_mutex_init(&s.lock, NULL);
+    pthread_cond_init(&s.idle, NULL);
+}
+
+uint64_t iot_dropped_total(void)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&s.lock);
+    for (struct iot_ring *r = s.rings; r; r = r->next)
+        n += atomic_load_explicit(&r->dropped, memory_order_relaxed);
+    pthread_mutex_unlock(&s.lock);
+    return n;
 }

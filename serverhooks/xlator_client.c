@@ -73,13 +73,16 @@ static iot_registry *iotc_registry(xlator_t *this, struct iotc_priv *p)
     if (!r && p->reg_name && now >= atomic_load_explicit(&p->next_try, memory_order_relaxed)) {
         atomic_store_explicit(&p->next_try, now + 1, memory_order_relaxed);
         char err[sizeof p->last_err];
-        r = iot_registry_open(p->reg_name, 0, err, sizeof err);
+        /* Created here if no rank has yet: a registry made only at a
+         * rank's first MPI-IO call would be found a second later, and a
+         * short job's calls would all go untagged. */
+        r = iot_registry_open(p->reg_name, 1, err, sizeof err);
         if (r) {
             atomic_store_explicit(&p->reg, r, memory_order_release);
             p->last_err[0] = '\0';
             gf_log(this->name, GF_LOG_INFO, "reading CallID registry %s", p->reg_name);
         } else if (strcmp(err, p->last_err) != 0) {
-            /* Normal until the first MPI rank on the node creates it. */
+            /* A registry we may not create (permissions) may appear later. */
             snprintf(p->last_err, sizeof p->last_err, "%s", err);
             gf_log(this->name, GF_LOG_INFO, "%s; requests stay untagged, retrying every second",
                    err);

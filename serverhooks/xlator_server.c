@@ -12,12 +12,8 @@
  * the callback comes back on that thread.
  *
  * Nothing here blocks or changes a result. When libiotrace-server cannot be
- * started the translator says so once and passes everything through.
- *
- * Built without libiotrace-server (its CMake target iotrace-server-lib not
- * there yet: IOTRACE_HAVE_SERVER_LIB undefined), it runs the same code but
- * records nothing; with the log level at DEBUG it logs every operation it
- * would record. */
+ * started the translator says so once and passes everything through.  With
+ * the log level at DEBUG it logs every operation it records. */
 #include "xlator_common.h"
 
 #include <inttypes.h>
@@ -37,49 +33,6 @@
 #include <iotrace/server.h>
 
 #define EXPORT __attribute__((visibility("default")))
-
-/* ------------------------------------------------------------ recording */
-
-#ifdef IOTRACE_HAVE_SERVER_LIB
-static iot_server *rec_open(const struct iot_server_options *opt, char *err, size_t errlen)
-{
-    return iot_server_open(opt, err, errlen);
-}
-static void rec_close(iot_server *srv) { iot_server_close(srv); }
-static uint64_t rec_object(iot_server *srv, const char *name)
-{
-    return iot_server_object(srv, name);
-}
-static void rec_begin(struct iot_disk_op *op) { iot_disk_begin(op); }
-static void rec_end(iot_server *srv, const struct iot_disk_op *op, const struct iot_disk_info *info)
-{
-    iot_disk_end(srv, op, info);
-}
-static const char rec_mode[] = "";
-#else
-/* Stand-ins until libiotrace-server is built: nothing is recorded. */
-static char rec_handle;
-static iot_server *rec_open(const struct iot_server_options *opt, char *err, size_t errlen)
-{
-    (void)opt, (void)err, (void)errlen;
-    return (iot_server *)&rec_handle;
-}
-static void rec_close(iot_server *srv) { (void)srv; }
-static uint64_t rec_object(iot_server *srv, const char *name)
-{
-    (void)srv;
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, so the log shows stable ids */
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-        h = (h ^ *c) * 0x100000001b3ull;
-    return h | 1;
-}
-static void rec_begin(struct iot_disk_op *op) { op->t0 = 0; }
-static void rec_end(iot_server *srv, const struct iot_disk_op *op, const struct iot_disk_info *info)
-{
-    (void)srv, (void)op, (void)info;
-}
-static const char rec_mode[] = " (built without libiotrace-server: nothing is recorded)";
-#endif
 
 /* ------------------------------------------------------------ state */
 
@@ -148,7 +101,7 @@ static uint64_t iots_object(xlator_t *this, struct iots_priv *p, inode_t *inode,
         name = gfid;
     }
     if (name) {
-        id = rec_object(p->srv, name);
+        id = iot_server_object(p->srv, name);
         if (id && inode && rooted(name))
             inode_ctx_set(inode, this, &id);
         if (debug_on(this))
@@ -208,7 +161,7 @@ static int iots_start(xlator_t *this, call_frame_t *frame, enum iot_disk_kind ki
     if ((flags & IOTRACE_FOP_UNNAME) && loc && loc->inode)
         l->stale = inode_ref(loc->inode);
     frame->local = l;
-    rec_begin(&l->op);
+    iot_disk_begin(&l->op);
     return 1;
 }
 
@@ -221,7 +174,7 @@ static void iots_finish(xlator_t *this, call_frame_t *frame, int32_t op_ret, int
         return;
     struct iots_priv *p = this->private;
     l->info.result = op_ret >= 0 ? (int64_t)op_ret : -(int64_t)op_errno;
-    rec_end(p->srv, &l->op, &l->info);
+    iot_disk_end(p->srv, &l->op, &l->info);
     if (debug_on(this))
         gf_log(this->name, GF_LOG_DEBUG,
                "disk %s object=0x%" PRIx64 " offset=%" PRId64 " length=%" PRIu64
@@ -310,8 +263,8 @@ static int32_t iots_init(xlator_t *this)
         goto fail;
     }
     char err[256] = "";
-    p->srv = rec_open(&(struct iot_server_options){.server = p->server, .agent = p->conf.agent},
-                      err, sizeof err);
+    p->srv = iot_server_open(
+        &(struct iot_server_options){.server = p->server, .agent = p->conf.agent}, err, sizeof err);
     if (!p->srv)
         gf_log(this->name, GF_LOG_ERROR,
                "cannot start libiotrace-server for %s: %s; disk operations are not recorded "
@@ -319,7 +272,7 @@ static int32_t iots_init(xlator_t *this)
                p->server, err[0] ? err : "unknown error");
     this->private = p;
     gf_log(this->name, GF_LOG_INFO, "iotrace-server loaded: server=%s agent=%s%s", p->server,
-           p->conf.agent ? p->conf.agent : "(default)", p->srv ? rec_mode : " (not recording)");
+           p->conf.agent ? p->conf.agent : "(default)", p->srv ? "" : " (not recording)");
     return 0;
 fail:
     if (this->local_pool) {
@@ -339,7 +292,7 @@ static void iots_fini(xlator_t *this)
     if (!p)
         return;
     if (p->srv)
-        rec_close(p->srv);
+        iot_server_close(p->srv);
     if (this->local_pool) {
         mem_pool_destroy(this->local_pool);
         this->local_pool = NULL;

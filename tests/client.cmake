@@ -29,11 +29,6 @@ add_test(NAME client.transparency
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_transparency.py ${IOTRACE_IT_ARGS})
 set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client.posix_and_fork client.transparency
   PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
-if(IOTRACE_SANITIZE)
-  # The sanitized library preloaded ahead of libasan into forking and
-  # non-MPI programs does not yet run cleanly; these two run in the plain build.
-  set_tests_properties(client.posix_and_fork client.transparency PROPERTIES DISABLED TRUE)
-endif()
 
 # Benchmarks (not tests): deploy/bench.sh runs them.
 add_executable(bench_client ${IOTRACE_TEST_DIR}/bench/bench_client.c)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Deployment, parse_bins  # noqa: E402
+from harness import Deployment, parse_bins, sanitizer_env  # noqa: E402
 
 # (func, offset, bytes) of one io_round, in order, on the .dat file
 ROUND = [("open", None, 0), ("write", 0, 10), ("write", 10, 6), ("pwrite", 100, 8),
@@ -23,8 +23,7 @@ def main():
     dep = Deployment(bins).start()
     try:
         env = dict(os.environ, LD_PRELOAD=bins["preload_prefix"] + bins["client"],
-                   IOTRACE_AGENT=dep.endpoint, IOTRACE_JOB_ID="posix-test",
-                   ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0")
+                   IOTRACE_AGENT=dep.endpoint, IOTRACE_JOB_ID="posix-test", **sanitizer_env(bins))
         res = subprocess.run([bins["posix_app"], dep.tmp], env=env, capture_output=True, text=True,
                              timeout=60)
         assert res.returncode == 0 and "child exit 0" in res.stdout, res

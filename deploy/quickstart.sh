@@ -1,9 +1,13 @@
 #!/bin/sh
 # The main job on a local default: installs the Debian packages, builds,
-# starts a collector and an agent on this machine, runs an MPI-IO program
-# under `mpiexec -n 4` with libiotrace-client preloaded, and prints what was
-# recorded.  Environment: IOTRACE_DEMO_DIR (default /tmp/iotrace-demo),
-# IOTRACE_DEMO_PORT (default 5555), IOTRACE_DEMO_RANKS (default 4).
+# starts a collector and an agent on this machine and a 2-brick GlusterFS
+# volume with the iotrace translators (deploy/gluster/volume.sh, no glusterd),
+# runs an MPI-IO program on it under `mpiexec -n 4` with libiotrace-client
+# preloaded, and prints what was recorded: the MPI-IO calls, the POSIX calls
+# inside them and the disk operations on the bricks, joined by CallID.
+# Environment: IOTRACE_DEMO_DIR (default /tmp/iotrace-demo), IOTRACE_DEMO_PORT
+# (default 5555), IOTRACE_DEMO_RANKS (default 4), IOTRACE_DEMO_VOLUME
+# (distribute, replica or disperse; default distribute).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/deploy/install-deps.sh"
@@ -12,6 +16,9 @@ b="$top/build"
 work=${IOTRACE_DEMO_DIR:-/tmp/iotrace-demo}
 port=${IOTRACE_DEMO_PORT:-5555}
 ranks=${IOTRACE_DEMO_RANKS:-4}
+volume=${IOTRACE_DEMO_VOLUME:-distribute}
+registry=/iotrace-demo-registry
+"$top/deploy/gluster/volume.sh" stop --dir "$work/vol" >/dev/null 2>&1 || true
 rm -rf "$work"
 mkdir -p "$work"
 
@@ -22,6 +29,7 @@ collector=$!
     --node "$(hostname -s)" 2>"$work/agent.log" &
 agent=$!
 stop() {
+    "$top/deploy/gluster/volume.sh" stop --dir "$work/vol" >/dev/null 2>&1 || true
     kill -TERM "$agent" "$collector" 2>/dev/null || true
     wait "$agent" "$collector" 2>/dev/null || true
 }
@@ -36,11 +44,23 @@ while [ ! -S "$work/agent.sock" ]; do
     sleep 0.1
 done
 
+case $volume in
+    disperse) bricks=3 ;;
+    *) bricks=2 ;;
+esac
+echo "== a $volume GlusterFS volume with the iotrace translators on $work/mnt"
+"$top/deploy/gluster/volume.sh" start --type "$volume" --bricks "$bricks" --dir "$work/vol" \
+    --mount "$work/mnt" --xlator-dir "$b/serverhooks" --agent "ipc://$work/agent.sock" \
+    --registry "$registry" --fresh
+
 job="quickstart-$(date +%Y%m%d-%H%M%S)"
-echo "== mpiexec -n $ranks mpiio_mix with libiotrace-client.so preloaded (job $job)"
+echo "== mpiexec -n $ranks mpiio_mix on the volume, libiotrace-client.so preloaded (job $job)"
+# Created first: see "direct I/O" in docs/gluster.md.
+: >"$work/mnt/data.bin"
 mpiexec -n "$ranks" -genv LD_PRELOAD "$b/clientlib/libiotrace-client.so" \
-    -genv IOTRACE_AGENT "ipc://$work/agent.sock" -genv IOTRACE_JOB_ID "$job" \
-    "$b/tests/mpiio_mix" "$work/data.bin" 1048576
+    -genv IOTRACE_AGENT "ipc://$work/agent.sock" -genv IOTRACE_REGISTRY "$registry" \
+    -genv IOTRACE_JOB_ID "$job" "$b/tests/mpiio_mix" "$work/mnt/data.bin" 65536
+"$top/deploy/gluster/volume.sh" stop --dir "$work/vol"
 # SIGTERM makes the agent deliver what it holds before it exits.
 kill -TERM "$agent"
 wait "$agent" || true
@@ -58,14 +78,22 @@ events = [json.loads(l) for l in open(sys.argv[1])]
 by = collections.Counter((e["kind"], e["func"]) for e in events if e["kind"] != "drop")
 calls = {e["callid"] for e in events if e["kind"] == "mpiio"}
 inner = [e for e in events if e["kind"] == "posix" and e["callid"] in calls]
+disk = [e for e in events if e["kind"] == "disk"]
+tagged = [e for e in disk if e["callid"] in calls]
 print(f"{len(events)} events, {len(calls)} MPI-IO CallIDs, "
-      f"{len(inner)} POSIX calls made inside MPI-IO calls carry their CallID")
+      f"{len(inner)} POSIX calls made inside MPI-IO calls carry their CallID, "
+      f"{len(tagged)} of {len(disk)} disk operations on "
+      f"{len({e['server'] for e in disk})} bricks carry the CallID of the call that caused them")
 for (kind, func), n in sorted(by.items()):
     nbytes = sum(e["bytes"] or 0 for e in events if e["kind"] == kind and e["func"] == func)
     print(f"  {kind:6} {func:32} {n:5} calls {nbytes:12} bytes")
 dropped = sum(e["count"] for e in events if e["kind"] == "drop")
 print(f"dropped events: {dropped}")
-print("first events:")
-for e in events[:3]:
-    print("  " + json.dumps(e))
+print("an MPI-IO call and the disk operations it caused:")
+call = next((e for e in events if e["kind"] == "mpiio" and e["func"] == "MPI_File_write_at"), None)
+if call:
+    print("  " + json.dumps(call))
+    for e in tagged:
+        if e["callid"] == call["callid"]:
+            print("    -> " + json.dumps(e))
 PY

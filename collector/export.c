@@ -1,8 +1,8 @@
 /* iotrace-export: turns a collector store into JSON Lines (one object per
- * event, in time order), a list of the jobs it holds or a report of the
- * nodes' clocks.  Event times are aligned to the collector's clock (unless
- * --no-align).  Reads without locking, so it works while a collector is
- * writing.  See docs/export.md. */
+ * event, in time order), a list of the jobs it holds, statistics per job
+ * (export_stats.c) or a report of the nodes' clocks.  Event times are
+ * aligned to the collector's clock (unless --no-align).  Reads without
+ * locking, so it works while a collector is writing.  See docs/export.md. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -10,7 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "analysis.h"
 #include "export_read.h"
+#include "export_stats.h"
 #include "iot_functions.h"
 #include "log.h"
 #include "opts.h"
@@ -24,12 +26,20 @@ static int opt_list_jobs;
 static int opt_clock;
 static int opt_no_align;
 static char *opt_dump_slog2;
+static int opt_stats;
+static char *opt_format;
+static long opt_lateness_ms = -1;
+static long opt_grace_ms = -1;
 
 static const struct iot_opt options[] = {
     {"store", 's', IOT_OPT_STRING, &opt_store, "DIR", "store directory written by iotrace-collector (required)"},
     {"jsonl", 0, IOT_OPT_STRING, &opt_jsonl, "FILE", "write one JSON object per event to FILE ('-': standard output)"},
     {"list-jobs", 0, IOT_OPT_FLAG, &opt_list_jobs, NULL, "print one line per job in the store"},
     {"clock", 0, IOT_OPT_FLAG, &opt_clock, NULL, "print one line per node: clock samples, offset to the collector, round trip, error bound, drift"},
+    {"stats", 0, IOT_OPT_FLAG, &opt_stats, NULL, "print statistics per job: calls per function, disk operations per call, servers, amplification, unmatched and lost events, clocks (docs/statistics.md)"},
+    {"format", 0, IOT_OPT_STRING, &opt_format, "text|json", "--stats output format (default text)"},
+    {"lateness", 0, IOT_OPT_INT, &opt_lateness_ms, "MS", "--stats: how far behind its newest event a process may still deliver one (default 2000)"},
+    {"grace", 0, IOT_OPT_INT, &opt_grace_ms, "MS", "--stats: how long after a call's end its disk operations may start (default 2000)"},
     {"job", 'j', IOT_OPT_STRING, &opt_job, "ID", "only events of job ID"},
     {"no-align", 0, IOT_OPT_FLAG, &opt_no_align, NULL, "keep every event on its node's own clock instead of mapping it to the collector's"},
     {"dump-slog2", 0, IOT_OPT_STRING, &opt_dump_slog2, "FILE", "print an SLOG-2 file one item per line and check its tree (alone, no --store)"},
@@ -38,6 +48,8 @@ static const struct iot_opt options[] = {
 static const struct iot_opts_spec spec = {
     .program = "iotrace-export",
     .synopsis = "--store DIR [--job ID] [--no-align] (--jsonl FILE | --list-jobs)\n"
+                "   or: iotrace-export --store DIR [--job ID] [--no-align] --stats "
+                "[--format text|json] [--lateness MS] [--grace MS]\n"
                 "   or: iotrace-export --store DIR --clock\n"
                 "   or: iotrace-export --dump-slog2 FILE",
     .description = "Exports the events in an iotrace collector store.  See docs/export.md.",
@@ -421,6 +433,8 @@ static int cmp_u64(const void *a, const void *b)
 
 static size_t unique_u64(uint64_t *v, size_t n)
 {
+    if (n == 0)
+        return 0; /* v may be NULL, which qsort must not see */
     qsort(v, n, sizeof *v, cmp_u64);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
@@ -546,8 +560,15 @@ static void check_options(int argc, char **argv, int first)
     }
     if (!opt_store || !opt_store[0])
         usage_error("--store DIR is required");
-    if ((opt_jsonl != NULL) + opt_list_jobs + opt_clock != 1)
-        usage_error("give exactly one of --jsonl FILE, --list-jobs and --clock");
+    if ((opt_jsonl != NULL) + opt_list_jobs + opt_clock + opt_stats != 1)
+        usage_error("give exactly one of --jsonl FILE, --list-jobs, --stats and --clock");
+    if (!opt_stats && (opt_format || opt_lateness_ms >= 0 || opt_grace_ms >= 0))
+        usage_error("--format, --lateness and --grace go with --stats only");
+    if (opt_format && strcmp(opt_format, "text") != 0 && strcmp(opt_format, "json") != 0)
+        usage_error("--format takes text or json");
+    if (opt_lateness_ms < -1 || opt_grace_ms < -1 || opt_lateness_ms > 86400000 ||
+        opt_grace_ms > 86400000)
+        usage_error("--lateness and --grace take milliseconds, 0 to 86400000");
     if (opt_clock && (opt_job || opt_no_align))
         usage_error("--clock reports every node and takes neither --job nor --no-align");
     if (opt_jsonl && !opt_jsonl[0])
@@ -561,7 +582,7 @@ static int dump_slog2(int argc, int first)
 {
     char err[512];
     if (first < argc || opt_store || opt_job || opt_jsonl || opt_list_jobs || opt_clock ||
-        opt_no_align)
+        opt_no_align || opt_stats || opt_format || opt_lateness_ms >= 0 || opt_grace_ms >= 0)
         usage_error("--dump-slog2 FILE takes no other option or argument");
     int rc = iot_slog2_dump(stdout, opt_dump_slog2, err, sizeof err);
     if (fflush(stdout) != 0)
@@ -647,6 +668,31 @@ static void report_unaligned(const struct xp_data *d)
                     d->clocks[i].events == 1 ? " keeps" : "s keep");
 }
 
+static int64_t ms_or(long ms, int64_t fallback)
+{
+    return ms >= 0 ? (int64_t)ms * 1000000 : fallback;
+}
+
+/* The clock pass always runs: it also tells which batch is each process's
+ * last, and the report shows the clocks even with --no-align. */
+static int stats(struct xp_data *d, uint32_t job)
+{
+    char err[512];
+    struct xp_stats_options o = {
+        .store = opt_store, .job = job, .job_name = opt_job,
+        .json = opt_format && strcmp(opt_format, "json") == 0,
+        .lateness_ns = ms_or(opt_lateness_ms, IOT_AN_DEFAULT_LATENESS_NS),
+        .grace_ns = ms_or(opt_grace_ms, IOT_AN_DEFAULT_GRACE_NS)};
+    if (xp_read_clocks(opt_store, d, err, sizeof err) < 0)
+        return data_error("%s%s", "", err);
+    d->align = !opt_no_align;
+    int rc = xp_stats(d, &o, stdout, err, sizeof err) < 0 ? data_error("%s%s", "", err)
+                                                           : IOT_EXIT_OK;
+    if (!opt_no_align)
+        report_unaligned(d);
+    return rc;
+}
+
 static int export_events(struct xp_data *d, uint32_t job)
 {
     char err[512];
@@ -673,7 +719,7 @@ int main(int argc, char **argv)
         xp_data_free(&d);
         return data_error("%s%s", "out of memory", "");
     }
-    int rc = opt_clock ? clock_report(&d) : export_events(&d, job);
+    int rc = opt_clock ? clock_report(&d) : opt_stats ? stats(&d, job) : export_events(&d, job);
     xp_data_free(&d);
     return rc;
 }

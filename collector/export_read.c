@@ -14,6 +14,8 @@ struct reader {
     void *ctx;
     char *err;
     size_t errlen;
+    xp_batch_done done;
+    uint64_t batches; /* counted by the clock pass */
 };
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -107,6 +109,11 @@ static void free_strings(struct xp_strings *t)
     free(t->str);
     free(t->index);
     memset(t, 0, sizeof *t);
+}
+
+void xp_strings_free(struct xp_strings *t)
+{
+    free_strings(t);
 }
 
 int xp_data_init(struct xp_data *d)
@@ -223,6 +230,7 @@ static int new_producer(struct xp_data *d, const iot_producer *p)
     x->pid = p->pid;
     x->rank = p->rank;
     x->kind = (int)p->kind;
+    x->last_batch = 0;
     if (x->node == UINT32_MAX || x->job == UINT32_MAX || x->server == UINT32_MAX ||
         ensure_clocks(d) < 0)
         return -1;
@@ -383,6 +391,8 @@ static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
         uint32_t prod = producer_index(r->d, b->producer);
         rc = prod == UINT32_MAX ? fail(r->err, r->errlen, "out of memory")
                                 : read_body(r, prod, body);
+        if (rc == 0 && r->done)
+            rc = r->done(r->ctx, r->d, prod, recv_ns, r->err, r->errlen) ? -1 : 0;
     }
     iot_wire_free_body(body);
     iot_wire_free_batch(b);
@@ -399,6 +409,18 @@ static int add_samples(struct xp_data *d, uint32_t node, const iot_body *body)
     return 0;
 }
 
+/* The producer of every batch is interned here already, so that a process's
+ * job and rank (which it may learn only in MPI_Init) and its last batch are
+ * known before its first event is read. */
+static int note_producer(struct reader *r, const iot_producer *p)
+{
+    uint32_t prod = producer_index(r->d, p);
+    if (prod == UINT32_MAX)
+        return -1;
+    r->d->producers[prod].last_batch = r->batches;
+    return 0;
+}
+
 /* Only agents send clock records; every other batch is opened just to learn
  * its node, which keeps this pass far cheaper than decoding the events. */
 static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
@@ -408,6 +430,7 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
     iot_batch *b = iot_wire_open(buf, len, why, sizeof why);
     iot_body *body = NULL;
     int rc = 0;
+    r->batches++;
     if (!b)
         rc = fail(r->err, r->errlen, "a stored batch (received at %llu ns) cannot be decoded: %s",
                   (unsigned long long)recv_ns, why);
@@ -417,7 +440,7 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
                   "decoded: %s", (unsigned long long)recv_ns, why);
     else {
         uint32_t node = xp_intern(&r->d->nodes, b->producer->node);
-        if (node == UINT32_MAX || ensure_clocks(r->d) < 0 ||
+        if (node == UINT32_MAX || ensure_clocks(r->d) < 0 || note_producer(r, b->producer) < 0 ||
             (body && add_samples(r->d, node, body) < 0))
             rc = fail(r->err, r->errlen, "out of memory");
     }
@@ -428,7 +451,7 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
 
 int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen)
 {
-    struct reader r = {d, NULL, NULL, err, errlen};
+    struct reader r = {d, NULL, NULL, err, errlen, NULL, 0};
     if (iot_store_scan(dir, on_clock_batch, &r, err, errlen) != 0)
         return -1;
     for (size_t i = 0; i < d->n_clocks; i++)
@@ -437,9 +460,15 @@ int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen)
     return 0;
 }
 
+int xp_read_store_batches(const char *dir, struct xp_data *d, xp_sink sink, xp_batch_done done,
+                          void *ctx, char *err, size_t errlen)
+{
+    struct reader r = {d, sink, ctx, err, errlen, done, 0};
+    return iot_store_scan(dir, on_batch, &r, err, errlen) == 0 ? 0 : -1;
+}
+
 int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, char *err,
                   size_t errlen)
 {
-    struct reader r = {d, sink, ctx, err, errlen};
-    return iot_store_scan(dir, on_batch, &r, err, errlen) == 0 ? 0 : -1;
+    return xp_read_store_batches(dir, d, sink, NULL, ctx, err, errlen);
 }

@@ -30,6 +30,8 @@ struct xp_producer {
     uint32_t pid;
     int32_t rank;
     int kind;        /* Iotrace__ProducerKind */
+    uint64_t last_batch; /* ordinal (1, 2, ...) of its last batch in the store, as counted
+                            by xp_read_clocks; 0 if unknown */
 };
 
 struct xp_event {
@@ -74,13 +76,20 @@ struct xp_data {
 typedef int (*xp_sink)(void *ctx, const struct xp_data *d, const struct xp_event *ev,
                        char *err, size_t errlen);
 
+/* Called after the events of each batch (d->batches is its ordinal) with the
+ * time the collector received it, on the collector's clock; a non-zero
+ * return stops reading (err must be set). */
+typedef int (*xp_batch_done)(void *ctx, const struct xp_data *d, uint32_t producer,
+                             uint64_t recv_ns, char *err, size_t errlen);
+
 int xp_data_init(struct xp_data *d);
 void xp_data_free(struct xp_data *d);
 
 /* First pass: collects the ClockSync records of every node (from batches of
  * producer kind AGENT; other batches are only opened, not decoded) and turns
  * alignment on for xp_read_store.  Every node of the store is interned, with
- * or without samples. */
+ * or without samples, and so is every producer, with what its last batch
+ * says about it (its job and rank) and the ordinal of that batch. */
 int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen);
 
 /* Reads every batch of the store in `dir` and hands its events to `sink`,
@@ -90,12 +99,17 @@ int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen)
 int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, char *err,
                   size_t errlen);
 
+/* The same, calling done (if not NULL) after each batch. */
+int xp_read_store_batches(const char *dir, struct xp_data *d, xp_sink sink, xp_batch_done done,
+                          void *ctx, char *err, size_t errlen);
+
 /* The clock samples of a node, or NULL if it has none. */
 const struct iot_clockmap *xp_node_clock(const struct xp_data *d, uint32_t node);
 
 /* Index of s, adding it if new; UINT32_MAX when out of memory. */
 uint32_t xp_intern(struct xp_strings *t, const char *s);
 const char *xp_string(const struct xp_strings *t, uint32_t idx);
+void xp_strings_free(struct xp_strings *t);
 
 /* Path of a file id as named by FileName records of that producer, or NULL. */
 const char *xp_file_path(const struct xp_data *d, uint32_t producer, uint64_t id);

@@ -3,7 +3,16 @@
  * garbage, and checks every answer.  Driven by tests/collector_test.py,
  * which also knows the exact events these batches hold.
  *
- *   collector_client ENDPOINT first|second|fuzz EXPECTED_CREDIT */
+ *   collector_client ENDPOINT first|second|fuzz EXPECTED_CREDIT
+ *   collector_client ENDPOINT stats EXPECTED_CREDIT BASE_NS
+ *
+ * The stats phase sends a known workload (tests/stats_test.py computes its
+ * statistics by hand): two jobs, three ranks on two client nodes, two
+ * storage servers, clock samples that put the nodes seconds apart, a
+ * collective write with two aggregators, a disk operation that starts
+ * before its call, a non-blocking write, unmatched calls and operations and
+ * lost events.  Times are BASE_NS + microseconds on the collector's clock,
+ * written on each node's own clock. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +20,7 @@
 #include <zlib.h>
 #include <zmq.h>
 
+#include "iot_functions.h"
 #include "link.h"
 #include "wire.h"
 
@@ -27,6 +37,7 @@ struct reply {
 };
 
 static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int64_t base_ns; /* the stats phase's time zero */
 
 static void check(int ok, const char *fmt, ...)
 {
@@ -452,6 +463,226 @@ static void second_run(void *sock, struct blob a0, struct blob b0)
     send_burst(sock, 21, 81, 0);
 }
 
+/* ---- the statistics workload (stats phase) ---------------------------- */
+
+#define US 1000ll
+#define R(rank) ((uint64_t)(rank) << 40)
+#define FILE_S 0xF1F1ull
+#define N_ROWS 8
+
+/* Offsets of the nodes' clocks: collector clock - node clock. */
+#define OFF_C1 3000000000ll
+#define OFF_C2 (-1500000000ll)
+#define OFF_S1 250000ll
+#define OFF_S2 0ll /* s2 sends no clock samples: its clock is taken as it is */
+
+struct mrow {
+    uint32_t func;
+    uint64_t callid, bytes, coll;
+    int64_t t_us, dur_us;
+};
+
+struct drow {
+    uint32_t func, job; /* job: index into {"", "jobS", "jobT"} */
+    uint64_t callid, bytes;
+    int64_t t_us, dur_us;
+};
+
+/* Columns of up to N_ROWS events. */
+struct cols {
+    uint32_t func[N_ROWS], tid[N_ROWS], job[N_ROWS];
+    uint64_t callid[N_ROWS], file[N_ROWS], bytes[N_ROWS], xfer[N_ROWS], dur[N_ROWS];
+    uint64_t coll[N_ROWS];
+    int64_t off[N_ROWS], t[N_ROWS], ret64[N_ROWS];
+    int32_t ret[N_ROWS];
+};
+
+/* Times on the node's own clock: aligned time minus the node's offset. */
+static int64_t local_time(int64_t t_us, int64_t node_off)
+{
+    return base_ns + t_us * US - node_off;
+}
+
+static void mpiio_cols(const struct mrow *r, size_t n, int64_t node_off, uint32_t tid,
+                       struct cols *c, Iotrace__MpiioEvents *m)
+{
+    for (size_t i = 0; i < n; i++) {
+        c->func[i] = r[i].func, c->tid[i] = tid, c->callid[i] = r[i].callid;
+        c->file[i] = FILE_S, c->off[i] = 0, c->bytes[i] = c->xfer[i] = r[i].bytes;
+        c->t[i] = local_time(r[i].t_us, node_off), c->dur[i] = (uint64_t)(r[i].dur_us * US);
+        c->ret[i] = 0, c->coll[i] = r[i].coll;
+    }
+    iot_wire_delta_encode(c->t, n);
+    m->n_func = m->n_tid = m->n_callid = m->n_file = m->n_offset = m->n_bytes = m->n_xfer = n;
+    m->n_t_start = m->n_duration = m->n_ret = m->n_coll_seq = n;
+    m->func = c->func, m->tid = c->tid, m->callid = c->callid, m->file = c->file;
+    m->offset = c->off, m->bytes = c->bytes, m->xfer = c->xfer, m->t_start = c->t;
+    m->duration = c->dur, m->ret = c->ret, m->coll_seq = c->coll;
+}
+
+static void disk_cols(const struct drow *r, size_t n, int64_t node_off, struct cols *c,
+                      Iotrace__DiskEvents *k)
+{
+    for (size_t i = 0; i < n; i++) {
+        c->func[i] = r[i].func, c->tid[i] = 70 + (uint32_t)i, c->job[i] = r[i].job;
+        c->callid[i] = r[i].callid, c->file[i] = 0xB1B1, c->off[i] = 0;
+        c->bytes[i] = r[i].bytes, c->ret64[i] = (int64_t)r[i].bytes;
+        c->t[i] = local_time(r[i].t_us, node_off), c->dur[i] = (uint64_t)(r[i].dur_us * US);
+    }
+    iot_wire_delta_encode(c->t, n);
+    k->n_func = k->n_tid = k->n_job = k->n_callid = k->n_file = k->n_offset = k->n_bytes = n;
+    k->n_t_start = k->n_duration = k->n_ret = n;
+    k->func = c->func, k->tid = c->tid, k->job = c->job, k->callid = c->callid;
+    k->file = c->file, k->offset = c->off, k->bytes = c->bytes, k->t_start = c->t;
+    k->duration = c->dur, k->ret = c->ret64;
+}
+
+static Iotrace__FileName file_s = {PROTOBUF_C_MESSAGE_INIT(&iotrace__file_name__descriptor),
+                                   FILE_S, "/gluster/vol/out.dat"};
+static Iotrace__FileName *files_s[] = {&file_s};
+
+/* One batch of MPI-IO events (and optionally a POSIX event and a drop). */
+static struct blob rank_batch(const char *node, uint32_t pid, const char *job, int32_t rank,
+                              int64_t node_off, const struct mrow *rows, size_t n,
+                              Iotrace__PosixEvents *posix, Iotrace__Drop *drop)
+{
+    struct cols c;
+    Iotrace__MpiioEvents m = IOTRACE__MPIIO_EVENTS__INIT;
+    mpiio_cols(rows, n, node_off, pid, &c, &m);
+    Iotrace__Drop *drops[] = {drop};
+    iot_body body = IOTRACE__BODY__INIT;
+    body.n_files = 1, body.files = files_s, body.mpiio = &m, body.posix = posix;
+    body.n_drops = drop ? 1 : 0, body.drops = drops;
+    iot_producer p = producer(node, pid, 1000 + pid, IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT,
+                              job, rank, "");
+    return encode(&p, 0x5000 + pid, 0, &body);
+}
+
+static struct blob server_batch(const char *node, uint32_t pid, const char *server,
+                                 int64_t node_off, const struct drow *rows, size_t n)
+{
+    static char *jobs[] = {"", "jobS", "jobT"};
+    struct cols c;
+    Iotrace__DiskEvents k = IOTRACE__DISK_EVENTS__INIT;
+    disk_cols(rows, n, node_off, &c, &k);
+    iot_body body = IOTRACE__BODY__INIT;
+    body.disk = &k, body.n_jobs = 3, body.jobs = jobs;
+    iot_producer p = producer(node, pid, 1000 + pid, IOTRACE__PRODUCER_KIND__PRODUCER_SERVER,
+                              "", -1, server);
+    return encode(&p, 0x5000 + pid, 0, &body);
+}
+
+/* Two samples 20 s apart with the same offset: a constant offset, error
+ * bound max(rtt)/2. */
+static struct blob agent_batch(const char *node, uint32_t pid, int64_t node_off, uint64_t rtt1,
+                               uint64_t rtt2)
+{
+    Iotrace__ClockSync a = IOTRACE__CLOCK_SYNC__INIT, b = IOTRACE__CLOCK_SYNC__INIT;
+    a.local_ns = base_ns - 10000000000ll - node_off, a.offset_ns = node_off, a.rtt_ns = rtt1;
+    b.local_ns = base_ns + 10000000000ll - node_off, b.offset_ns = node_off, b.rtt_ns = rtt2;
+    a.peer = b.peer = "collector";
+    Iotrace__ClockSync *clocks[] = {&a, &b};
+    iot_body body = IOTRACE__BODY__INIT;
+    body.n_clock = 2, body.clock = clocks;
+    iot_producer p = producer(node, pid, 1000 + pid, IOTRACE__PRODUCER_KIND__PRODUCER_AGENT, "",
+                              -1, "");
+    return encode(&p, 0x5000 + pid, 0, &body);
+}
+
+/* Rank 0 (node c1): a write with a replica on each server, the collective's
+ * aggregator, an MPI_File_sync, and ROMIO's pwrite inside the first call. */
+static struct blob stats_rank0(void)
+{
+    const struct mrow rows[] = {
+        {IOT_F_MPIIO_MPI_File_write_at, R(0) | 1, 1000, 0, 1000, 2000},
+        {IOT_F_MPIIO_MPI_File_write_at_all, R(0) | 2, 4096, 3, 10000, 10000},
+        {IOT_F_MPIIO_MPI_File_sync, R(0) | 3, 0, 4, 32000, 1000}};
+    uint32_t func[] = {IOT_F_POSIX_pwrite}, tid[] = {101};
+    uint64_t callid[] = {R(0) | 1}, file[] = {FILE_S}, bytes[] = {1000}, dur[] = {1600 * US};
+    int64_t off[] = {0}, t[] = {local_time(1200, OFF_C1)}, ret[] = {1000};
+    Iotrace__PosixEvents x = IOTRACE__POSIX_EVENTS__INIT;
+    x.n_func = x.n_tid = x.n_callid = x.n_file = x.n_offset = x.n_bytes = 1;
+    x.n_t_start = x.n_duration = x.n_ret = 1;
+    x.func = func, x.tid = tid, x.callid = callid, x.file = file, x.offset = off;
+    x.bytes = bytes, x.t_start = t, x.duration = dur, x.ret = ret;
+    return rank_batch("c1", 101, "jobS", 0, OFF_C1, rows, 3, &x, NULL);
+}
+
+/* Rank 1 (node c1): a read whose disk operation starts 10 us before it, its
+ * part of the collective, and a non-blocking write completed by MPI_Wait. */
+static struct blob stats_rank1(void)
+{
+    const struct mrow rows[] = {
+        {IOT_F_MPIIO_MPI_File_read_at, R(1) | 1, 500, 0, 2000, 500},
+        {IOT_F_MPIIO_MPI_File_write_at_all, R(1) | 2, 4096, 3, 10100, 9900},
+        {IOT_F_MPIIO_MPI_File_iwrite_at, R(1) | 3, 2048, 0, 50000, 100},
+        {IOT_F_MPIIO_MPI_Wait, R(1) | 3, 2048, 0, 52000, 1000}};
+    return rank_batch("c1", 102, "jobS", 1, OFF_C1, rows, 4, NULL, NULL);
+}
+
+/* Rank 2 (node c2): the collective's second aggregator, a write that no
+ * disk operation follows, and 5 lost events. */
+static struct blob stats_rank2(void)
+{
+    const struct mrow rows[] = {
+        {IOT_F_MPIIO_MPI_File_write_at_all, R(2) | 1, 4096, 3, 10200, 9700},
+        {IOT_F_MPIIO_MPI_File_write_at, R(2) | 2, 100, 0, 30000, 1000}};
+    Iotrace__Drop d = IOTRACE__DROP__INIT;
+    d.reason = IOTRACE__DROP_REASON__DROP_BUFFER_FULL, d.count = 5, d.tid = 201;
+    d.t_first = d.t_last = (uint64_t)local_time(60000, OFF_C2);
+    return rank_batch("c2", 201, "jobS", 2, OFF_C2, rows, 2, NULL, &d);
+}
+
+/* Another job on c2, whose rank 0 uses the same CallID as jobS's rank 0. */
+static struct blob stats_job_t(void)
+{
+    const struct mrow rows[] = {{IOT_F_MPIIO_MPI_File_write_at, R(0) | 1, 300, 0, 5000, 1000}};
+    return rank_batch("c2", 202, "jobT", 0, OFF_C2, rows, 1, NULL, NULL);
+}
+
+static struct blob stats_s1(void)
+{
+    const struct drow rows[] = {
+        {IOT_F_DISK_writev, 1, R(0) | 1, 1000, 1500, 300},
+        {IOT_F_DISK_readv, 1, R(1) | 1, 500, 1990, 310},
+        {IOT_F_DISK_writev, 2, R(0) | 1, 300, 5200, 200},
+        {IOT_F_DISK_writev, 1, R(0) | 2, 8192, 15000, 1000},
+        {IOT_F_DISK_fsync, 1, R(0) | 3, 0, 32500, 400},
+        {IOT_F_DISK_fsync, 1, R(0) | 99, 0, 40000, 100},
+        {IOT_F_DISK_readv, 1, 0, 512, 41000, 200},
+        {IOT_F_DISK_readv, 0, R(0) | 1, 64, 42000, 100}};
+    return server_batch("s1", 301, "s1:/bricks/b1", OFF_S1, rows, 8);
+}
+
+static struct blob stats_s2(void)
+{
+    const struct drow rows[] = {
+        {IOT_F_DISK_writev, 1, R(0) | 1, 1000, 1600, 400},
+        {IOT_F_DISK_writev, 1, R(0) | 2, 4096, 15500, 1500},
+        {IOT_F_DISK_writev, 1, R(2) | 1, 4096, 16000, 500},
+        {IOT_F_DISK_writev, 1, R(1) | 3, 2048, 51000, 500}};
+    return server_batch("s2", 401, "s2:/bricks/b2", OFF_S2, rows, 4);
+}
+
+/* Servers first: their operations reach the collector before the calls,
+ * which the client library records only when they return. */
+static void stats_run(void *sock)
+{
+    struct blob b[] = {stats_s1(),
+                       stats_s2(),
+                       stats_rank0(),
+                       stats_rank1(),
+                       stats_rank2(),
+                       stats_job_t(),
+                       agent_batch("c1", 109, OFF_C1, 2000, 3000),
+                       agent_batch("c2", 209, OFF_C2, 800, 800),
+                       agent_batch("s1", 309, OFF_S1, 1000, 500)};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+        roundtrip(sock, "stats batch", b[i], NULL, 0, 0, IOT_ACK_STORED, NULL);
+        free(b[i].data);
+    }
+}
+
 /* Deterministic, so that a failure can be replayed. */
 static uint32_t next_random(uint32_t *state)
 {
@@ -494,11 +725,15 @@ static void fuzz(void *sock, struct blob a0, struct blob c0)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 || (strcmp(argv[2], "first") && strcmp(argv[2], "second") &&
-                      strcmp(argv[2], "fuzz"))) {
-        fprintf(stderr, "usage: collector_client ENDPOINT first|second|fuzz EXPECTED_CREDIT\n");
+    int is_stats = argc == 5 && strcmp(argv[2], "stats") == 0;
+    if (!is_stats && (argc != 4 || (strcmp(argv[2], "first") && strcmp(argv[2], "second") &&
+                                    strcmp(argv[2], "fuzz")))) {
+        fprintf(stderr, "usage: collector_client ENDPOINT first|second|fuzz EXPECTED_CREDIT\n"
+                        "       collector_client ENDPOINT stats EXPECTED_CREDIT BASE_NS\n");
         return 2;
     }
+    if (is_stats)
+        base_ns = strtoll(argv[4], NULL, 10);
     phase = argv[2];
     void *ctx = zmq_ctx_new();
     void *sock = zmq_socket(ctx, ZMQ_DEALER);
@@ -514,6 +749,8 @@ int main(int argc, char **argv)
         first_run(sock, a0, a1, b0, c0);
     else if (strcmp(phase, "second") == 0)
         second_run(sock, a0, b0);
+    else if (is_stats)
+        stats_run(sock);
     else
         fuzz(sock, a0, c0);
     free(a0.data), free(a1.data), free(b0.data), free(c0.data);

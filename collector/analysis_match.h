@@ -1,0 +1,95 @@
+/* Streaming join of MPI-IO calls and disk operations on (job, CallID).
+ *
+ * Fed events in (roughly) start-time order, it keeps one entry per
+ * (job, CallID) in flight, in a hash table: the call and the disk
+ * operations that carried its CallID.  Collective calls (MPI-IO calls of
+ * one job on one file with the same non-zero collective sequence number,
+ * one per rank) are linked into a group, and the disk operations of any
+ * member (the aggregators') count for the whole group.
+ *
+ * Windows, on the time the caller passes to iot_match_expire() (the
+ * merge's watermark, or the start time of the next event):
+ *   - a call's entry stays open until that time passes its end + grace; a
+ *     completion record (MPI_Wait..., *_end) of the same CallID extends it;
+ *     a member of a collective group stays until the whole group's window
+ *     (the latest member's end + grace) has passed;
+ *   - disk operations whose call has not been seen are held in the same
+ *     entry until their latest end + grace, or the latest end + grace of a
+ *     POSIX call carrying the CallID (the call is still running); a call
+ *     arriving in that window takes them.
+ * When an entry closes it is reported once (struct iot_match_closed) and
+ * freed: what stays unmatched is counted by the receiver, not kept.
+ * Memory is proportional to the entries in flight (iot_match_bytes). */
+#ifndef IOT_ANALYSIS_MATCH_H
+#define IOT_ANALYSIS_MATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "export_read.h"
+
+/* What an entry amounted to when its window closed. */
+struct iot_match_closed {
+    uint32_t job;
+    uint16_t func;       /* the issuing call's function; a completion's if that is all
+                            that was seen; 0 when no MPI-IO event had the CallID */
+    uint8_t expect_disk; /* a read or write of bytes > 0 that succeeded (iot_match_expects_disk) */
+    uint32_t ops;        /* disk operations of the call, or of its whole collective group */
+    uint32_t own_ops;    /* disk operations that carried this CallID */
+    uint64_t own_bytes, own_time_ns; /* their bytes and summed durations */
+    uint32_t group_size; /* calls in its collective group; 0 for an independent call */
+};
+
+typedef void (*iot_match_sink)(void *ctx, const struct iot_match_closed *c);
+
+struct mt_entry;
+struct mt_group;
+struct mt_node;
+
+struct iot_match {
+    int64_t grace_ns;
+    iot_match_sink sink;
+    void *ctx;
+    struct mt_entry *entries; /* slab, with a free list */
+    size_t n_entries, cap_entries;
+    uint32_t free_entry;
+    uint32_t *table; /* (job, CallID) -> entry index + 1, open addressing */
+    size_t table_size;
+    struct mt_node *heap; /* entries by the end of their window */
+    size_t heap_n, heap_cap;
+    struct mt_group *groups; /* slab, with a free list */
+    size_t n_groups, cap_groups;
+    uint32_t free_group;
+    uint32_t *gtable; /* (job, file, coll_seq) -> group index + 1 */
+    size_t gtable_size;
+    uint64_t *members; /* (group serial << 24 | rank), one per member in flight */
+    size_t members_size, n_members;
+    uint64_t next_serial;
+    uint8_t fclass[128]; /* per MPI-IO function id: completion / transfer bits */
+    size_t peak_entries, peak_groups;
+};
+
+int iot_match_init(struct iot_match *m, int64_t grace_ns, iot_match_sink sink, void *ctx);
+void iot_match_free(struct iot_match *m);
+
+/* Takes an MPI-IO call, a disk operation or a POSIX call with a job and a
+ * non-zero CallID; ignores everything else.  A POSIX call only keeps the
+ * entry of its (not yet seen) MPI-IO call open: it is never counted as a
+ * disk operation.  -1 when out of memory. */
+int iot_match_event(struct iot_match *m, const struct xp_event *ev);
+
+/* Closes (and reports) every entry whose window ended before now_ns. */
+void iot_match_expire(struct iot_match *m, int64_t now_ns);
+
+/* End of input: closes everything. */
+void iot_match_finish(struct iot_match *m);
+
+/* Bytes allocated for entries, tables and heaps. */
+size_t iot_match_bytes(const struct iot_match *m);
+
+/* Function classes (by MPI-IO function id). */
+int iot_match_is_completion(unsigned func); /* MPI_Wait*, MPI_Test*, split-collective *_end */
+int iot_match_is_transfer(unsigned func);   /* reads and writes, completions excluded */
+int iot_match_expects_disk(const struct xp_event *call);
+
+#endif

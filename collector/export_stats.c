@@ -1,0 +1,531 @@
+#include "export_stats.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis.h"
+#include "iot_functions.h"
+#include "wire.h"
+
+struct stats_run {
+    struct iot_an an;
+    const struct xp_stats_options *o;
+    struct xp_strings names; /* server ids: a server producer's identity, else its node */
+    uint8_t *known;          /* producers already described to the analysis */
+    size_t n_known;
+    uint64_t *pairs; /* job << 32 | node of every event counted, for "clock" */
+    size_t n_pairs, cap_pairs;
+};
+
+/* One job of the report. */
+struct job_view {
+    const char *name;
+    uint32_t job;
+    const struct iot_an_job *st; /* NULL: only events outside the statistics (POSIX) */
+    const uint64_t *pairs;       /* its (job, node) pairs */
+    size_t n_pairs;
+};
+
+/* ---- reading ------------------------------------------------------------ */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static size_t unique_u64(uint64_t *v, size_t n)
+{
+    if (n == 0)
+        return 0; /* v may be NULL, which qsort must not see */
+    qsort(v, n, sizeof *v, cmp_u64);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || v[k - 1] != v[i])
+            v[k++] = v[i];
+    return k;
+}
+
+/* Events come in runs of one producer, so most pairs repeat the last one;
+ * the rest is deduplicated when the array fills, which keeps it at the
+ * number of distinct (job, node) pairs. */
+static int note_pair(struct stats_run *s, uint32_t job, uint32_t node)
+{
+    uint64_t pair = (uint64_t)job << 32 | node;
+    if (s->n_pairs && s->pairs[s->n_pairs - 1] == pair)
+        return 0;
+    if (s->n_pairs == s->cap_pairs) {
+        s->n_pairs = unique_u64(s->pairs, s->n_pairs);
+        if (s->n_pairs * 2 >= s->cap_pairs) {
+            size_t cap = s->cap_pairs ? s->cap_pairs * 2 : 256;
+            uint64_t *p = realloc(s->pairs, cap * sizeof *p);
+            if (!p)
+                return -1;
+            s->pairs = p;
+            s->cap_pairs = cap;
+        }
+    }
+    s->pairs[s->n_pairs++] = pair;
+    return 0;
+}
+
+static int describe(struct stats_run *s, const struct xp_data *d, uint32_t producer)
+{
+    if (producer < s->n_known && s->known[producer])
+        return 0;
+    if (producer >= s->n_known) {
+        size_t n = s->n_known ? s->n_known * 2 : 64;
+        while (n <= producer)
+            n *= 2;
+        uint8_t *k = realloc(s->known, n);
+        if (!k)
+            return -1;
+        memset(k + s->n_known, 0, n - s->n_known);
+        s->known = k;
+        s->n_known = n;
+    }
+    const struct xp_producer *p = &d->producers[producer];
+    const char *server = xp_string(&d->servers, p->server);
+    uint32_t id = xp_intern(&s->names, server[0] ? server : xp_string(&d->nodes, p->node));
+    if (id == UINT32_MAX || iot_an_producer(&s->an, producer, id) < 0)
+        return -1;
+    s->known[producer] = 1;
+    return 0;
+}
+
+static int on_event(void *ctx, const struct xp_data *d, const struct xp_event *ev, char *err,
+                    size_t errlen)
+{
+    struct stats_run *s = ctx;
+    if (s->o->job != UINT32_MAX && ev->job != s->o->job)
+        return 0;
+    if (ev->job && note_pair(s, ev->job, d->producers[ev->producer].node) < 0)
+        goto oom;
+    /* POSIX events are in no statistic; only those inside an MPI-IO call
+     * matter, to the matcher (analysis_match.h). */
+    if ((ev->kind == XP_POSIX && ev->callid == 0) || (ev->job == 0 && ev->kind != XP_DROP))
+        return 0;
+    if (describe(s, d, ev->producer) < 0 || iot_an_push(&s->an, ev) < 0)
+        goto oom;
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory computing statistics");
+    return -1;
+}
+
+/* The clock pass saw every producer's last batch: after it the producer no
+ * longer holds the watermark back. */
+static int on_batch_done(void *ctx, const struct xp_data *d, uint32_t producer, uint64_t recv_ns,
+                         char *err, size_t errlen)
+{
+    struct stats_run *s = ctx;
+    if (d->producers[producer].last_batch == d->batches)
+        iot_an_close_producer(&s->an, producer);
+    if (iot_an_advance(&s->an, (int64_t)recv_ns) < 0) {
+        snprintf(err, errlen, "out of memory computing statistics");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the jobs of the report ------------------------------------------- */
+
+static int cmp_view(const void *a, const void *b)
+{
+    return strcmp(((const struct job_view *)a)->name, ((const struct job_view *)b)->name);
+}
+
+/* One view per job seen, sorted by job id; pairs must be unique and sorted. */
+static size_t job_views(const struct xp_data *d, const struct stats_run *s,
+                        struct job_view *views)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_pairs; i++) {
+        uint32_t job = (uint32_t)(s->pairs[i] >> 32);
+        if (n == 0 || views[n - 1].job != job) {
+            const struct iot_an_stats *st = &s->an.stats;
+            views[n++] = (struct job_view){xp_string(&d->jobs, job), job,
+                                           job < st->n_job ? st->job[job] : NULL,
+                                           &s->pairs[i], 0};
+        }
+        views[n - 1].n_pairs++;
+    }
+    qsort(views, n, sizeof *views, cmp_view);
+    return n;
+}
+
+static const char *func_name(unsigned f, char *buf, size_t len)
+{
+    const char *name = iot_func_name(f);
+    if (name)
+        return name;
+    snprintf(buf, len, "func_%u", f);
+    return buf;
+}
+
+struct named {
+    const char *name;
+    unsigned id;
+};
+
+static int cmp_named(const void *a, const void *b)
+{
+    return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
+}
+
+/* The functions of a job with at least one event, sorted by name. */
+static size_t job_functions(const struct iot_an_job *j, struct named *v, char (*buf)[32])
+{
+    size_t n = 0;
+    for (unsigned f = 0; j && f < IOT_AN_FUNCS; f++)
+        if (j->func[f] && j->func[f]->count)
+            v[n] = (struct named){func_name(f, buf[n], sizeof buf[n]), f}, n++;
+    qsort(v, n, sizeof *v, cmp_named);
+    return n;
+}
+
+/* The servers a job has disk operations on, sorted by name. */
+static size_t job_servers(const struct iot_an_job *j, const struct xp_strings *names,
+                          struct named *v)
+{
+    size_t n = 0;
+    for (size_t i = 0; j && i < j->n_server; i++)
+        if (j->server[i].ops)
+            v[n++] = (struct named){xp_string(names, (uint32_t)i), (unsigned)i};
+    qsort(v, n, sizeof *v, cmp_named);
+    return n;
+}
+
+/* The nodes of a job, sorted by name. */
+static size_t job_nodes(const struct xp_data *d, const struct job_view *v, struct named *out)
+{
+    for (size_t i = 0; i < v->n_pairs; i++) {
+        uint32_t node = (uint32_t)v->pairs[i];
+        out[i] = (struct named){xp_string(&d->nodes, node), node};
+    }
+    qsort(out, v->n_pairs, sizeof *out, cmp_named);
+    return v->n_pairs;
+}
+
+static uint64_t mean_ns(const struct iot_an_func *f)
+{
+    return f->count ? (f->time_ns + f->count / 2) / f->count : 0;
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+/* jansson only takes UTF-8; anything else in a name is shown as '?'. */
+static json_t *text(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    char *copy = strdup(s);
+    if (!copy)
+        return json_null();
+    for (char *p = copy; *p; p++)
+        if ((unsigned char)*p >= 0x80 || (unsigned char)*p < 0x20)
+            *p = '?';
+    j = json_string(copy);
+    free(copy);
+    return j ? j : json_null();
+}
+
+static json_t *uint_json(uint64_t v)
+{
+    return json_integer((json_int_t)v);
+}
+
+static json_t *ratio_json(uint64_t num, uint64_t den)
+{
+    return den ? json_real((double)num / (double)den) : json_null();
+}
+
+static json_t *ops_json(const struct iot_an_func *f)
+{
+    json_t *hist = json_object();
+    for (unsigned b = 0; b < IOT_AN_OPS_BUCKETS; b++)
+        json_object_set_new(hist, iot_an_ops_bucket_names[b], uint_json(f->ops_hist[b]));
+    json_t *o = json_object();
+    json_object_set_new(o, "mean", ratio_json(f->ops_sum, f->samples));
+    json_object_set_new(o, "max", uint_json(f->ops_max));
+    json_object_set_new(o, "histogram", hist);
+    return o;
+}
+
+static json_t *function_json(const struct iot_an_func *f)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "count", uint_json(f->count));
+    json_object_set_new(o, "bytes", uint_json(f->bytes));
+    json_object_set_new(o, "time_ns", uint_json(f->time_ns));
+    json_object_set_new(o, "mean_ns", uint_json(mean_ns(f)));
+    json_object_set_new(o, "p50_ns", uint_json(iot_qhist_quantile(&f->dur, 0.50)));
+    json_object_set_new(o, "p99_ns", uint_json(iot_qhist_quantile(&f->dur, 0.99)));
+    json_object_set_new(o, "disk_ops_per_call", ops_json(f));
+    json_object_set_new(o, "disk_bytes", uint_json(f->disk_bytes));
+    return o;
+}
+
+static json_t *functions_json(const struct iot_an_job *j)
+{
+    struct named v[IOT_AN_FUNCS];
+    char buf[IOT_AN_FUNCS][32];
+    size_t n = job_functions(j, v, buf);
+    json_t *o = json_object();
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(o, v[i].name, function_json(j->func[v[i].id]));
+    return o;
+}
+
+static json_t *servers_json(const struct iot_an_job *j, const struct xp_strings *names)
+{
+    json_t *o = json_object();
+    struct named *v = j ? calloc(j->n_server + 1, sizeof *v) : NULL;
+    size_t n = v ? job_servers(j, names, v) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct iot_an_server *sv = &j->server[v[i].id];
+        json_t *s = json_object();
+        json_object_set_new(s, "ops", uint_json(sv->ops));
+        json_object_set_new(s, "bytes", uint_json(sv->bytes));
+        json_object_set_new(s, "busy_ns", uint_json(iot_an_busy_ns(sv)));
+        json_object_set_new(o, v[i].name, s);
+    }
+    free(v);
+    return o;
+}
+
+static json_t *clock_json(const struct xp_data *d, const struct job_view *v)
+{
+    json_t *o = json_object();
+    struct named *nodes = calloc(v->n_pairs + 1, sizeof *nodes);
+    size_t n = nodes ? job_nodes(d, v, nodes) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct iot_clockmap *m = xp_node_clock(d, nodes[i].id);
+        struct iot_clock_summary cs;
+        json_t *c = json_object();
+        if (m)
+            iot_clockmap_summary(m, &cs);
+        json_object_set_new(c, "offset_ns", m ? json_integer(cs.offset_ns) : json_null());
+        json_object_set_new(c, "rtt_ns", m ? uint_json(cs.rtt_ns) : json_null());
+        json_object_set_new(c, "error_ns", m ? json_integer(cs.error_ns) : json_null());
+        json_object_set_new(o, nodes[i].name, c);
+    }
+    free(nodes);
+    return o;
+}
+
+static json_t *job_json(const struct xp_data *d, const struct stats_run *s,
+                        const struct job_view *v)
+{
+    static const struct iot_an_job none;
+    const struct iot_an_job *j = v->st ? v->st : &none;
+    json_t *o = json_object();
+    json_object_set_new(o, "job", text(v->name));
+    json_object_set_new(o, "functions", functions_json(j));
+    json_object_set_new(o, "servers", servers_json(j, &s->names));
+    json_object_set_new(o, "amplification", ratio_json(j->disk_bytes, j->call_bytes));
+    json_object_set_new(o, "disk_time_share", ratio_json(j->attr_disk_time_ns, j->call_time_ns));
+    json_object_set_new(o, "unmatched_calls", uint_json(j->unmatched_calls));
+    json_object_set_new(o, "unmatched_disk_ops", uint_json(j->unmatched_disk_ops));
+    json_object_set_new(o, "dropped_events", uint_json(j->dropped_events));
+    json_object_set_new(o, "clock", clock_json(d, v));
+    return o;
+}
+
+static int write_json(FILE *out, const struct xp_data *d, const struct stats_run *s,
+                      const struct job_view *views, size_t n)
+{
+    json_t *jobs = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(jobs, job_json(d, s, &views[i]));
+    json_t *root = json_object();
+    json_object_set_new(root, "jobs", jobs);
+    int rc = json_dumpf(root, out, JSON_INDENT(2));
+    json_decref(root);
+    return rc < 0 || fputc('\n', out) == EOF ? -1 : 0;
+}
+
+/* ---- text --------------------------------------------------------------- */
+
+/* Names come from producers: printed as printable ASCII, anything else '?'. */
+static const char *printable(const char *s, char *buf, size_t len)
+{
+    size_t n = 0;
+    for (; *s && n + 1 < len; s++)
+        buf[n++] = (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f ? *s : '?';
+    buf[n] = '\0';
+    return buf;
+}
+
+static void print_ratio(FILE *out, const char *label, uint64_t num, uint64_t den)
+{
+    if (den)
+        fprintf(out, "  %-20s %.3f\n", label, (double)num / (double)den);
+    else
+        fprintf(out, "  %-20s -\n", label);
+}
+
+static void print_function(FILE *out, const char *name, const struct iot_an_func *f)
+{
+    char mean[32] = "-", hist[160];
+    if (f->samples)
+        snprintf(mean, sizeof mean, "%.2f", (double)f->ops_sum / (double)f->samples);
+    size_t k = 0;
+    for (unsigned b = 0; b < IOT_AN_OPS_BUCKETS; b++)
+        k += (size_t)snprintf(hist + k, sizeof hist - k, "%s%llu", b ? "/" : "",
+                              (unsigned long long)f->ops_hist[b]);
+    fprintf(out, "  %-26s %9llu %13llu %14llu %11llu %11llu %11llu %8s %5llu %13llu  %s\n", name,
+            (unsigned long long)f->count, (unsigned long long)f->bytes,
+            (unsigned long long)f->time_ns, (unsigned long long)mean_ns(f),
+            (unsigned long long)iot_qhist_quantile(&f->dur, 0.50),
+            (unsigned long long)iot_qhist_quantile(&f->dur, 0.99), mean,
+            (unsigned long long)f->ops_max, (unsigned long long)f->disk_bytes, hist);
+}
+
+static void print_functions(FILE *out, const struct iot_an_job *j)
+{
+    struct named v[IOT_AN_FUNCS];
+    char buf[IOT_AN_FUNCS][32];
+    size_t n = job_functions(j, v, buf);
+    fprintf(out, "  %-26s %9s %13s %14s %11s %11s %11s %8s %5s %13s  %s\n", "function", "count",
+            "bytes", "time_ns", "mean_ns", "p50_ns", "p99_ns", "ops/call", "max", "disk_bytes",
+            "ops per call 0/1/2/3-4/5-8/9-16/>16");
+    for (size_t i = 0; i < n; i++)
+        print_function(out, v[i].name, j->func[v[i].id]);
+    if (n == 0)
+        fprintf(out, "  (no MPI-IO calls)\n");
+}
+
+static void print_servers(FILE *out, const struct iot_an_job *j, const struct xp_strings *names)
+{
+    struct named *v = calloc(j->n_server + 1, sizeof *v);
+    size_t n = v ? job_servers(j, names, v) : 0;
+    char name[256];
+    fprintf(out, "  %-26s %9s %13s %14s\n", "server", "ops", "bytes", "busy_ns");
+    for (size_t i = 0; i < n; i++) {
+        const struct iot_an_server *sv = &j->server[v[i].id];
+        fprintf(out, "  %-26s %9llu %13llu %14llu\n", printable(v[i].name, name, sizeof name),
+                (unsigned long long)sv->ops, (unsigned long long)sv->bytes,
+                (unsigned long long)iot_an_busy_ns(sv));
+    }
+    if (n == 0)
+        fprintf(out, "  (no disk operations)\n");
+    free(v);
+}
+
+static void print_totals(FILE *out, const struct iot_an_job *j)
+{
+    print_ratio(out, "amplification", j->disk_bytes, j->call_bytes);
+    print_ratio(out, "disk_time_share", j->attr_disk_time_ns, j->call_time_ns);
+    fprintf(out, "  %-20s %llu\n  %-20s %llu\n  %-20s %llu\n", "unmatched_calls",
+            (unsigned long long)j->unmatched_calls, "unmatched_disk_ops",
+            (unsigned long long)j->unmatched_disk_ops, "dropped_events",
+            (unsigned long long)j->dropped_events);
+}
+
+static void print_clock(FILE *out, const struct xp_data *d, const struct job_view *v)
+{
+    struct named *nodes = calloc(v->n_pairs + 1, sizeof *nodes);
+    size_t n = nodes ? job_nodes(d, v, nodes) : 0;
+    char name[256];
+    fprintf(out, "  %-26s %14s %11s %11s\n", "node", "offset_ns", "rtt_ns", "error_ns");
+    for (size_t i = 0; i < n; i++) {
+        const struct iot_clockmap *m = xp_node_clock(d, nodes[i].id);
+        struct iot_clock_summary cs;
+        printable(nodes[i].name, name, sizeof name);
+        if (!m) {
+            fprintf(out, "  %-26s %14s %11s %11s\n", name, "-", "-", "-");
+            continue;
+        }
+        iot_clockmap_summary(m, &cs);
+        fprintf(out, "  %-26s %14lld %11llu %11lld\n", name, (long long)cs.offset_ns,
+                (unsigned long long)cs.rtt_ns, (long long)cs.error_ns);
+    }
+    free(nodes);
+}
+
+static int write_text(FILE *out, const struct xp_data *d, const struct stats_run *s,
+                      const struct job_view *views, size_t n)
+{
+    static const struct iot_an_job none;
+    char name[256];
+    for (size_t i = 0; i < n; i++) {
+        const struct iot_an_job *j = views[i].st ? views[i].st : &none;
+        fprintf(out, "%sjob %s\n\n", i ? "\n" : "", printable(views[i].name, name, sizeof name));
+        print_functions(out, j);
+        fputc('\n', out);
+        print_servers(out, j, &s->names);
+        fputc('\n', out);
+        print_totals(out, j);
+        fputc('\n', out);
+        print_clock(out, d, &views[i]);
+    }
+    return ferror(out) ? -1 : 0;
+}
+
+/* ---- the run ------------------------------------------------------------ */
+
+/* Loss and lateness are reported, never silent. */
+static void warn(const struct stats_run *s)
+{
+    struct iot_an_memory m;
+    iot_an_memory(&s->an, &m);
+    if (m.late)
+        fprintf(stderr, "iotrace-export: warning: %llu event%s arrived after later events had "
+                "been analysed (up to %.3f s behind; --lateness is %.3f s); calls among them "
+                "may be counted as unmatched\n", (unsigned long long)m.late,
+                m.late == 1 ? "" : "s", (double)m.max_late_ns / 1e9,
+                (double)s->o->lateness_ns / 1e9);
+    if (s->an.stats.unattributed_drops && s->o->job == UINT32_MAX)
+        fprintf(stderr, "iotrace-export: warning: producers without a job (storage servers) "
+                "lost %llu events; they are in no job's dropped_events\n",
+                (unsigned long long)s->an.stats.unattributed_drops);
+}
+
+static int report(FILE *out, const struct xp_data *d, struct stats_run *s, char *err,
+                  size_t errlen)
+{
+    s->n_pairs = unique_u64(s->pairs, s->n_pairs);
+    struct job_view *views = calloc(s->n_pairs + 1, sizeof *views);
+    if (!views) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    size_t n = job_views(d, s, views);
+    int rc = 0;
+    if (n == 0 && s->o->job != UINT32_MAX)
+        rc = -1, snprintf(err, errlen, "job '%s' has no events in %s", s->o->job_name,
+                          s->o->store);
+    else if ((s->o->json ? write_json(out, d, s, views, n) : write_text(out, d, s, views, n)) <
+                 0 ||
+             fflush(out) != 0)
+        rc = -1, snprintf(err, errlen, "cannot write the statistics: %s", strerror(errno));
+    free(views);
+    return rc;
+}
+
+int xp_stats(struct xp_data *d, const struct xp_stats_options *o, FILE *out, char *err,
+             size_t errlen)
+{
+    struct stats_run s = {.o = o};
+    struct iot_an_config cfg = {.lateness_ns = o->lateness_ns, .grace_ns = o->grace_ns,
+                                .idle_ns = IOT_AN_DEFAULT_IDLE_NS};
+    if (iot_an_init(&s.an, &cfg) < 0 || xp_intern(&s.names, "") != 0) {
+        iot_an_free(&s.an);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = xp_read_store_batches(o->store, d, on_event, on_batch_done, &s, err, errlen);
+    if (rc == 0 && iot_an_finish(&s.an) < 0)
+        rc = -1, snprintf(err, errlen, "out of memory computing statistics");
+    if (rc == 0 && (rc = report(out, d, &s, err, errlen)) == 0)
+        warn(&s);
+    iot_an_free(&s.an);
+    xp_strings_free(&s.names);
+    free(s.known);
+    free(s.pairs);
+    return rc;
+}

@@ -1,0 +1,562 @@
+/* Unit tests of the analysis pipeline (collector/analysis*.c): the
+ * quantile estimator's error bound, the streaming merge (order behind the
+ * watermark, idle and closed producers, late events), the matcher (disk
+ * operations before their call, grace expiry, collective groups,
+ * completions, POSIX calls keeping a window open) and the statistics, and a stream of a million
+ * events whose in-flight set stays small. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "analysis.h"
+#include "iot_functions.h"
+
+#define T0 1700000000000000000ll
+#define US 1000ll
+#define MS 1000000ll
+#define SEC 1000000000ll
+#define JOB 1
+#define RANK(r) ((uint64_t)(r) << 40)
+
+/* ---- events ------------------------------------------------------------ */
+
+static struct xp_event call(uint32_t producer, uint16_t func, uint64_t callid, int64_t start,
+                            int64_t dur, uint64_t bytes)
+{
+    return (struct xp_event){.kind = XP_MPIIO, .producer = producer, .job = JOB, .func = func,
+                             .callid = callid, .file = 0xF11E, .bytes = bytes, .xfer = bytes,
+                             .t_start = start, .t_end = start + dur, .offset = 0};
+}
+
+static struct xp_event coll(uint32_t producer, uint64_t callid, uint64_t seq, int64_t start,
+                            int64_t dur, uint64_t bytes)
+{
+    struct xp_event ev = call(producer, IOT_F_MPIIO_MPI_File_write_at_all, callid, start, dur,
+                              bytes);
+    ev.coll_seq = seq;
+    return ev;
+}
+
+static struct xp_event disk(uint32_t producer, uint64_t callid, int64_t start, int64_t dur,
+                            uint64_t bytes)
+{
+    return (struct xp_event){.kind = XP_DISK, .producer = producer, .job = JOB,
+                             .func = IOT_F_DISK_writev, .callid = callid, .file = 0xD15C,
+                             .bytes = bytes, .t_start = start, .t_end = start + dur,
+                             .ret = (int64_t)bytes};
+}
+
+/* ---- quantiles --------------------------------------------------------- */
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_quantile_small_values_exact(void **state)
+{
+    (void)state;
+    struct iot_qhist h;
+    iot_qhist_init(&h);
+    assert_int_equal(iot_qhist_quantile(&h, 0.5), 0);
+    for (uint64_t v = 1; v <= 200; v++)
+        assert_int_equal(iot_qhist_add(&h, v), 0);
+    assert_int_equal(iot_qhist_quantile(&h, 0.5), 100);
+    assert_int_equal(iot_qhist_quantile(&h, 0.99), 198);
+    assert_int_equal(iot_qhist_quantile(&h, 1.0), 200);
+    assert_int_equal(iot_qhist_quantile(&h, 0.001), 1);
+    iot_qhist_free(&h);
+}
+
+/* Every quantile of a log-uniform sample over 12 orders of magnitude is
+ * within the documented relative error of the exact nearest-rank value. */
+static void test_quantile_error_bound(void **state)
+{
+    (void)state;
+    enum { N = 300000 };
+    uint64_t *v = malloc(N * sizeof *v);
+    assert_non_null(v);
+    struct iot_qhist h;
+    iot_qhist_init(&h);
+    for (size_t i = 0; i < N; i++) {
+        unsigned octave = (unsigned)(next_rand() % 40);
+        v[i] = (1ull << octave) + next_rand() % (1ull << octave);
+        assert_int_equal(iot_qhist_add(&h, v[i]), 0);
+    }
+    qsort(v, N, sizeof *v, cmp_u64);
+    const double ps[] = {0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 1.0};
+    double bound = iot_qhist_relative_error();
+    assert_true(bound < 0.004);
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        size_t rank = (size_t)(ps[k] * N + 0.999999);
+        uint64_t exact = v[rank - 1], got = iot_qhist_quantile(&h, ps[k]);
+        double err = (double)(got > exact ? got - exact : exact - got) / (double)exact;
+        assert_true(err <= bound);
+    }
+    assert_true(h.bytes <= IOT_QHIST_BLOCKS * 128 * sizeof(uint64_t));
+    iot_qhist_free(&h);
+    free(v);
+}
+
+/* ---- merge --------------------------------------------------------------- */
+
+struct seen {
+    int64_t t[64];
+    uint32_t producer[64];
+    size_t n;
+};
+
+static int record(void *ctx, const struct xp_event *ev)
+{
+    struct seen *s = ctx;
+    if (s->n < 64) {
+        s->t[s->n] = ev->t_start;
+        s->producer[s->n] = ev->producer;
+    }
+    s->n++;
+    return 0;
+}
+
+static void push_at(struct iot_merge *m, uint32_t producer, int64_t t)
+{
+    struct xp_event ev = disk(producer, 0, t, 10, 0);
+    assert_int_equal(iot_merge_push(m, &ev), 0);
+}
+
+/* Producer 1 runs ahead; nothing passes producer 0's newest start minus the
+ * lateness until producer 0 catches up; the output is in time order. */
+static void test_merge_interleaved(void **state)
+{
+    (void)state;
+    struct iot_merge m;
+    struct iot_merge_config cfg = {.lateness_ns = 100};
+    iot_merge_init(&m, &cfg);
+    struct seen s = {0};
+    push_at(&m, 1, T0 + 500);
+    push_at(&m, 1, T0 + 1000);
+    push_at(&m, 0, T0 + 300);
+    push_at(&m, 0, T0 + 100);
+    assert_int_equal(iot_merge_advance(&m, T0 + 10 * SEC, record, &s), 0);
+    assert_int_equal(s.n, 1); /* watermark: min(300, 1000) - 100 = 200 */
+    assert_int_equal(s.t[0], T0 + 100);
+    push_at(&m, 0, T0 + 900);
+    push_at(&m, 0, T0 + 700);
+    assert_int_equal(iot_merge_advance(&m, T0 + 10 * SEC, record, &s), 0);
+    assert_int_equal(s.n, 4); /* watermark 800: 300, 500, 700 */
+    assert_int_equal(s.t[1], T0 + 300);
+    assert_int_equal(s.t[2], T0 + 500);
+    assert_int_equal(s.t[3], T0 + 700);
+    assert_int_equal(m.heap_n, 2);
+    assert_int_equal(iot_merge_finish(&m, record, &s), 0);
+    assert_int_equal(s.n, 6);
+    assert_int_equal(s.t[4], T0 + 900);
+    assert_int_equal(s.t[5], T0 + 1000);
+    assert_int_equal(m.late, 0);
+    iot_merge_free(&m);
+}
+
+/* A closed producer, and one silent for longer than `idle`, stop holding
+ * the watermark back; an event behind the released order is still
+ * delivered, counted as late. */
+static void test_merge_closed_idle_late(void **state)
+{
+    (void)state;
+    struct iot_merge m;
+    struct iot_merge_config cfg = {.lateness_ns = 0, .idle_ns = SEC};
+    iot_merge_init(&m, &cfg);
+    struct seen s = {0};
+    push_at(&m, 0, T0 + 100);
+    push_at(&m, 1, T0 + 5000);
+    push_at(&m, 2, T0 + 6000);
+    assert_int_equal(iot_merge_advance(&m, T0, record, &s), 0); /* arrival time T0 bounds it */
+    assert_int_equal(s.n, 0);
+    assert_int_equal(iot_merge_advance(&m, T0 + 100 * US, record, &s), 0);
+    assert_int_equal(s.n, 1); /* producer 0 holds it at 100 */
+    iot_merge_close_producer(&m, 0);
+    assert_int_equal(iot_merge_advance(&m, T0 + 100 * US, record, &s), 0);
+    assert_int_equal(s.n, 2); /* now producer 1, at 5000 */
+    push_at(&m, 2, T0 + 7000);
+    assert_int_equal(iot_merge_advance(&m, T0 + 2 * SEC, record, &s), 0);
+    assert_int_equal(s.n, 4); /* producer 1 silent for 2 s: only producer 2 counts */
+    push_at(&m, 1, T0 + 50); /* behind everything released */
+    assert_int_equal(iot_merge_advance(&m, T0 + 2 * SEC, record, &s), 0);
+    assert_int_equal(s.n, 5);
+    assert_int_equal(s.t[4], T0 + 50);
+    assert_int_equal(m.late, 1);
+    assert_int_equal(m.max_late_ns, 7000 - 50);
+    iot_merge_free(&m);
+}
+
+/* ---- matcher ------------------------------------------------------------ */
+
+struct closed_list {
+    struct iot_match_closed v[64];
+    size_t n;
+};
+
+static void collect(void *ctx, const struct iot_match_closed *c)
+{
+    struct closed_list *l = ctx;
+    assert_true(l->n < 64);
+    l->v[l->n++] = *c;
+}
+
+static void feed(struct iot_match *m, struct xp_event ev)
+{
+    iot_match_expire(m, ev.t_start);
+    assert_int_equal(iot_match_event(m, &ev), 0);
+}
+
+static void test_match_call_then_disk(void **state)
+{
+    (void)state;
+    struct iot_match m;
+    struct closed_list l = {0};
+    assert_int_equal(iot_match_init(&m, 100 * US, collect, &l), 0);
+    feed(&m, call(0, IOT_F_MPIIO_MPI_File_write_at, RANK(0) | 1, T0, 50 * US, 4096));
+    feed(&m, disk(9, RANK(0) | 1, T0 + 10 * US, 5 * US, 4096));
+    feed(&m, disk(8, RANK(0) | 1, T0 + 20 * US, 7 * US, 4096));
+    iot_match_expire(&m, T0 + 150 * US); /* end + grace = 150 us: still open */
+    assert_int_equal(l.n, 0);
+    iot_match_expire(&m, T0 + 151 * US);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.v[0].func, IOT_F_MPIIO_MPI_File_write_at);
+    assert_int_equal(l.v[0].ops, 2);
+    assert_int_equal(l.v[0].own_bytes, 8192);
+    assert_int_equal(l.v[0].own_time_ns, 12 * US);
+    assert_int_equal(l.v[0].expect_disk, 1);
+    assert_int_equal(l.v[0].group_size, 0);
+    assert_int_equal(m.n_entries, 0);
+    iot_match_free(&m);
+}
+
+/* The disk operation comes first (the call is recorded at its end, or a
+ * clock error puts the operation earlier): it is held, then taken. */
+static void test_match_disk_before_call(void **state)
+{
+    (void)state;
+    struct iot_match m;
+    struct closed_list l = {0};
+    assert_int_equal(iot_match_init(&m, 100 * US, collect, &l), 0);
+    feed(&m, disk(9, RANK(3) | 7, T0 + 10 * US, 5 * US, 100));
+    feed(&m, call(0, IOT_F_MPIIO_MPI_File_read_at, RANK(3) | 7, T0 + 50 * US, 10 * US, 100));
+    iot_match_finish(&m);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.v[0].func, IOT_F_MPIIO_MPI_File_read_at);
+    assert_int_equal(l.v[0].ops, 1);
+    assert_int_equal(l.v[0].own_bytes, 100);
+    iot_match_free(&m);
+}
+
+/* Past the grace period a held disk operation is reported without a call
+ * (func 0) and a read without disk operations as expecting one; a disk
+ * operation starting after its call's window does not match either. */
+static void test_match_grace_expiry(void **state)
+{
+    (void)state;
+    struct iot_match m;
+    struct closed_list l = {0};
+    assert_int_equal(iot_match_init(&m, 100 * US, collect, &l), 0);
+    feed(&m, disk(9, RANK(1) | 1, T0, 5 * US, 100));
+    feed(&m, call(0, IOT_F_MPIIO_MPI_File_read_at, RANK(1) | 1, T0 + 106 * US, 10 * US, 100));
+    assert_int_equal(l.n, 1); /* expired at 105 us, before the call started */
+    assert_int_equal(l.v[0].func, 0);
+    assert_int_equal(l.v[0].own_ops, 1);
+    feed(&m, disk(9, RANK(1) | 1, T0 + 217 * US, 5 * US, 100)); /* window ended at 216 us */
+    assert_int_equal(l.n, 2);
+    assert_int_equal(l.v[1].func, IOT_F_MPIIO_MPI_File_read_at);
+    assert_int_equal(l.v[1].ops, 0);
+    assert_int_equal(l.v[1].expect_disk, 1);
+    feed(&m, call(0, IOT_F_MPIIO_MPI_File_sync, RANK(1) | 2, T0 + 300 * US, 10 * US, 0));
+    iot_match_finish(&m);
+    assert_int_equal(l.n, 4);
+    assert_int_equal(l.v[2].func, 0); /* the late disk operation, alone */
+    assert_int_equal(l.v[3].func, IOT_F_MPIIO_MPI_File_sync);
+    assert_int_equal(l.v[3].expect_disk, 0);
+    assert_int_equal(m.n_entries, 0);
+    iot_match_free(&m);
+}
+
+/* Three ranks' calls of one collective; the aggregators (ranks 0 and 2)
+ * issue the disk operations: every member counts all three. */
+static void test_match_collective_group(void **state)
+{
+    (void)state;
+    struct iot_match m;
+    struct closed_list l = {0};
+    assert_int_equal(iot_match_init(&m, 100 * US, collect, &l), 0);
+    feed(&m, disk(9, RANK(2) | 5, T0 - 1 * US, 3 * US, 512)); /* before any call */
+    feed(&m, coll(0, RANK(0) | 5, 4, T0, 500 * US, 1000));
+    feed(&m, coll(1, RANK(1) | 5, 4, T0 + 10 * US, 490 * US, 1000));
+    feed(&m, disk(9, RANK(0) | 5, T0 + 100 * US, 30 * US, 2048));
+    feed(&m, coll(2, RANK(2) | 5, 4, T0 + 20 * US, 600 * US, 1000));
+    feed(&m, disk(8, RANK(0) | 5, T0 + 650 * US, 30 * US, 2048)); /* inside the group's window */
+    iot_match_expire(&m, T0 + 701 * US); /* rank 0's own window is over, not the group's */
+    assert_int_equal(l.n, 0);
+    iot_match_expire(&m, T0 + 721 * US);
+    assert_int_equal(l.n, 3);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(l.v[i].ops, 3);
+        assert_int_equal(l.v[i].group_size, 3);
+        assert_int_equal(l.v[i].func, IOT_F_MPIIO_MPI_File_write_at_all);
+        bytes += l.v[i].own_bytes;
+    }
+    assert_int_equal(bytes, 512 + 2048 + 2048); /* each operation once */
+    assert_int_equal(m.n_groups, 0);
+    assert_int_equal(m.n_members, 0);
+    iot_match_free(&m);
+}
+
+/* The same (file, sequence number) again from a rank already in the group
+ * (a reopened file handle) starts a new group. */
+static void test_match_group_reuse(void **state)
+{
+    (void)state;
+    struct iot_match m;
+    struct closed_list l = {0};
+    assert_int_equal(iot_match_init(&m, SEC, collect, &l), 0);
+    feed(&m, coll(0, RANK(0) | 1, 1, T0, 10 * US, 8));
+    feed(&m, coll(1, RANK(1) | 1, 1, T0 + 1 * US, 10 * US, 8));
+    feed(&m, disk(9, RANK(0) | 1, T0 + 2 * US, 1 * US, 8));
+    feed(&m, coll(0, RANK(0) | 9, 1, T0 + 50 * US, 10 * US, 8));
+    feed(&m, coll(1, RANK(1) | 9, 1, T0 + 51 * US, 10 * US, 8));
+    iot_match_finish(&m);
+    assert_int_equal(l.n, 4);
+    int first = 0, second = 0;
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(l.v[i].group_size, 2);
+        if (l.v[i].ops == 1)
+            first++;
+        else if (l.v[i].ops == 0)
+            second++;
+    }
+    assert_int_equal(first, 2);
+    assert_int_equal(second, 2);
+    iot_match_free(&m);
+}
+
+/* A non-blocking write: the disk operation happens after the issuing call
+ * returned, before MPI_Wait completes it; the Wait keeps the window open
+ * and the operation counts for MPI_File_iwrite_at. */
+static void test_match_completion(void **state)
+{
+    (void)state;
+    struct iot_match m;
+    struct closed_list l = {0};
+    assert_int_equal(iot_match_init(&m, 10 * US, collect, &l), 0);
+    feed(&m, call(0, IOT_F_MPIIO_MPI_File_iwrite_at, RANK(0) | 3, T0, 5 * US, 64));
+    struct xp_event wait = call(0, IOT_F_MPIIO_MPI_Wait, RANK(0) | 3, T0 + 10 * US, 200 * US, 64);
+    feed(&m, wait);
+    feed(&m, disk(9, RANK(0) | 3, T0 + 150 * US, 10 * US, 64));
+    struct xp_event posix = disk(0, RANK(0) | 3, T0 + 151 * US, 1, 64);
+    posix.kind = XP_POSIX;
+    feed(&m, posix); /* ignored */
+    iot_match_finish(&m);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.v[0].func, IOT_F_MPIIO_MPI_File_iwrite_at);
+    assert_int_equal(l.v[0].ops, 1);
+    assert_true(iot_match_is_completion(IOT_F_MPIIO_MPI_Wait));
+    assert_true(iot_match_is_completion(IOT_F_MPIIO_MPI_File_write_all_end));
+    assert_false(iot_match_is_completion(IOT_F_MPIIO_MPI_File_write_all_begin));
+    assert_true(iot_match_is_transfer(IOT_F_MPIIO_MPI_File_write_all_begin));
+    assert_true(iot_match_is_transfer(IOT_F_MPIIO_MPI_File_iread_at_all_c));
+    assert_false(iot_match_is_transfer(IOT_F_MPIIO_MPI_File_open));
+    assert_false(iot_match_is_transfer(IOT_F_MPIIO_MPI_Wait));
+    iot_match_free(&m);
+}
+
+/* A long call is recorded only when it returns, long after the disk
+ * operations of its early writes: the POSIX calls it makes meanwhile (with
+ * its CallID) keep them waiting for it; without them they are given up. */
+static void test_match_posix_keeps_window(void **state)
+{
+    (void)state;
+    struct iot_match m;
+    struct closed_list l = {0};
+    assert_int_equal(iot_match_init(&m, 100 * US, collect, &l), 0);
+    struct xp_event posix = disk(0, RANK(0) | 7, T0 + 50 * US, 100 * US, 64);
+    posix.kind = XP_POSIX;
+    feed(&m, disk(9, RANK(0) | 7, T0, 10 * US, 64)); /* held until 110 us */
+    feed(&m, disk(9, RANK(0) | 8, T0, 10 * US, 64)); /* its call makes no POSIX call */
+    feed(&m, posix);                                 /* until 250 us */
+    posix.t_start = T0 + 180 * US, posix.t_end = T0 + 230 * US;
+    feed(&m, posix); /* until 330 us */
+    iot_match_expire(&m, T0 + 320 * US);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.v[0].func, 0);
+    assert_int_equal(l.v[0].own_ops, 1);
+    struct xp_event late = call(0, IOT_F_MPIIO_MPI_File_write_at_all, RANK(0) | 7, T0, 400 * US,
+                                64);
+    assert_int_equal(iot_match_event(&m, &late), 0); /* arrives behind the others */
+    iot_match_finish(&m);
+    assert_int_equal(l.n, 2);
+    assert_int_equal(l.v[1].func, IOT_F_MPIIO_MPI_File_write_at_all);
+    assert_int_equal(l.v[1].ops, 1);
+    iot_match_free(&m);
+}
+
+/* ---- the pipeline and its statistics ----------------------------------- */
+
+static struct iot_an_config small_windows(void)
+{
+    return (struct iot_an_config){.lateness_ns = 100 * US, .grace_ns = 100 * US,
+                                  .idle_ns = SEC};
+}
+
+static void push(struct iot_an *an, struct xp_event ev)
+{
+    assert_int_equal(iot_an_push(an, &ev), 0);
+}
+
+/* Producers 0 and 1 are ranks, 8 and 9 servers (server ids 2 and 1). */
+static void test_stats_small_job(void **state)
+{
+    (void)state;
+    struct iot_an an;
+    struct iot_an_config cfg = small_windows();
+    assert_int_equal(iot_an_init(&an, &cfg), 0);
+    assert_int_equal(iot_an_producer(&an, 8, 2), 0);
+    assert_int_equal(iot_an_producer(&an, 9, 1), 0);
+    push(&an, disk(9, RANK(0) | 1, T0 + 10 * US, 20 * US, 1000)); /* server 1: [10, 30) */
+    push(&an, disk(9, RANK(0) | 1, T0 + 20 * US, 20 * US, 1000)); /* [20, 40): union 30 us */
+    push(&an, disk(8, RANK(1) | 1, T0 + 60 * US, 10 * US, 500));
+    push(&an, disk(9, 0, T0 + 300 * US, 10 * US, 7)); /* no CallID: server only */
+    push(&an, disk(9, RANK(5) | 5, T0 + 400 * US, 10 * US, 3)); /* no such call */
+    assert_int_equal(iot_an_advance(&an, T0), 0);
+    push(&an, call(0, IOT_F_MPIIO_MPI_File_write_at, RANK(0) | 1, T0, 50 * US, 2000));
+    push(&an, call(1, IOT_F_MPIIO_MPI_File_read_at, RANK(1) | 1, T0 + 55 * US, 20 * US, 500));
+    push(&an, call(1, IOT_F_MPIIO_MPI_File_read_at, RANK(1) | 2, T0 + 80 * US, 40 * US, 100));
+    struct xp_event drop = {.kind = XP_DROP, .producer = 1, .job = JOB, .bytes = 6,
+                            .t_start = T0 + 90 * US, .t_end = T0 + 90 * US};
+    push(&an, drop);
+    assert_int_equal(iot_an_advance(&an, T0 + SEC), 0);
+    assert_int_equal(iot_an_finish(&an), 0);
+
+    const struct iot_an_job *j = an.stats.job[JOB];
+    assert_non_null(j);
+    const struct iot_an_func *w = j->func[IOT_F_MPIIO_MPI_File_write_at];
+    const struct iot_an_func *r = j->func[IOT_F_MPIIO_MPI_File_read_at];
+    assert_int_equal(w->count, 1);
+    assert_int_equal(w->disk_bytes, 2000);
+    assert_int_equal(w->ops_hist[2], 1);
+    assert_int_equal(r->count, 2);
+    assert_int_equal(r->bytes, 600);
+    assert_int_equal(r->time_ns, 60 * US);
+    assert_int_equal(r->samples, 2);
+    assert_int_equal(r->ops_sum, 1);
+    assert_int_equal(r->ops_hist[0], 1);
+    assert_int_equal(r->ops_hist[1], 1);
+    assert_int_equal(j->unmatched_calls, 1);
+    assert_int_equal(j->unmatched_disk_ops, 1);
+    assert_int_equal(j->dropped_events, 6);
+    assert_int_equal(j->call_bytes, 2600);
+    assert_int_equal(j->disk_bytes, 2510);
+    assert_int_equal(j->attr_disk_bytes, 2500);
+    assert_int_equal(j->attr_disk_time_ns, 50 * US);
+    assert_int_equal(j->call_time_ns, 110 * US);
+    assert_int_equal(j->server[1].ops, 4);
+    assert_int_equal(iot_an_busy_ns(&j->server[1]), 50 * US);
+    assert_int_equal(iot_an_busy_ns(&j->server[2]), 10 * US);
+    assert_int_equal(an.merge.late, 0);
+    iot_an_free(&an);
+}
+
+static void test_ops_buckets(void **state)
+{
+    (void)state;
+    const uint64_t ops[] = {0, 1, 2, 3, 4, 5, 8, 9, 16, 17, 1000000};
+    const unsigned want[] = {0, 1, 2, 3, 3, 4, 4, 5, 5, 6, 6};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        assert_int_equal(iot_an_ops_bucket(ops[i]), want[i]);
+}
+
+/* A million events (330 k calls, each with two disk operations on two of
+ * four servers, and a completion record every tenth call), from 8 ranks and
+ * 4 servers in batches that interleave: every call is matched, and the
+ * entries and events held stay at what is in flight, independent of the
+ * length of the stream. */
+static void test_bounded_memory(void **state)
+{
+    (void)state;
+    enum { RANKS = 8, SERVERS = 4, PER_BATCH = 64, CALLS = 330000 };
+    struct iot_an an;
+    struct iot_an_config cfg = {.lateness_ns = 200 * US, .grace_ns = 100 * US, .idle_ns = SEC};
+    assert_int_equal(iot_an_init(&an, &cfg), 0);
+    for (uint32_t s = 0; s < SERVERS; s++)
+        assert_int_equal(iot_an_producer(&an, RANKS + s, s + 1), 0);
+    uint64_t events = 0, completions = 0;
+    for (uint64_t c = 0; c < CALLS; c += PER_BATCH) {
+        for (uint64_t i = c; i < c + PER_BATCH && i < CALLS; i++) {
+            uint32_t rank = (uint32_t)(i % RANKS);
+            int64_t t = T0 + (int64_t)i * 2 * US;
+            uint64_t id = RANK(rank) | (i / RANKS + 1);
+            push(&an, disk(RANKS + (uint32_t)(i % SERVERS), id, t + 5 * US, 3 * US, 4096));
+            push(&an, disk(RANKS + (uint32_t)((i + 1) % SERVERS), id, t + 6 * US, 3 * US, 4096));
+            push(&an, call(rank, IOT_F_MPIIO_MPI_File_write_at, id, t, 10 * US, 4096));
+            events += 3;
+            if (i % 10 == 0) {
+                push(&an, call(rank, IOT_F_MPIIO_MPI_Wait, id, t + 10 * US, 1 * US, 4096));
+                events++, completions++;
+            }
+        }
+        assert_int_equal(iot_an_advance(&an, T0 + (int64_t)(c + PER_BATCH) * 2 * US), 0);
+    }
+    assert_int_equal(iot_an_finish(&an), 0);
+    assert_true(events >= 1000000);
+    struct iot_an_memory mem;
+    iot_an_memory(&an, &mem);
+    assert_int_equal(mem.pushed, events);
+    assert_int_equal(mem.entries_held, 0);
+    assert_int_equal(mem.events_held, 0);
+    /* In flight: about (lateness + grace + duration) / 2 us = 155 calls. */
+    assert_true(mem.entries_peak < 1000);
+    assert_true(mem.events_peak < 2000);
+    assert_true(mem.match_bytes < 256 * 1024);
+    const struct iot_an_job *j = an.stats.job[JOB];
+    assert_int_equal(j->func[IOT_F_MPIIO_MPI_File_write_at]->samples, CALLS);
+    assert_int_equal(j->func[IOT_F_MPIIO_MPI_File_write_at]->ops_hist[2], CALLS);
+    assert_int_equal(j->func[IOT_F_MPIIO_MPI_Wait]->count, completions);
+    assert_int_equal(j->unmatched_calls, 0);
+    assert_int_equal(j->unmatched_disk_ops, 0);
+    assert_int_equal(j->disk_ops, 2 * CALLS);
+    assert_int_equal(an.merge.late, 0);
+    iot_an_free(&an);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quantile_small_values_exact),
+        cmocka_unit_test(test_quantile_error_bound),
+        cmocka_unit_test(test_merge_interleaved),
+        cmocka_unit_test(test_merge_closed_idle_late),
+        cmocka_unit_test(test_match_call_then_disk),
+        cmocka_unit_test(test_match_disk_before_call),
+        cmocka_unit_test(test_match_grace_expiry),
+        cmocka_unit_test(test_match_collective_group),
+        cmocka_unit_test(test_match_group_reuse),
+        cmocka_unit_test(test_match_completion),
+        cmocka_unit_test(test_match_posix_keeps_window),
+        cmocka_unit_test(test_stats_small_job),
+        cmocka_unit_test(test_ops_buckets),
+        cmocka_unit_test(test_bounded_memory),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -24,8 +24,9 @@ enum iot_rec_kind {
 
 /* One event as the application thread writes it: times are raw clock
  * readings (see clock.h), converted by the sender; the thread id is the
- * ring's.  A record is one cache line and starts on one: records that
- * straddled lines (80 bytes) cost an MPI-IO call about 15 ns more. */
+ * ring's.  A record is one cache line and starts on one, so that writing it
+ * touches a single line, the one iot_rec_commit fetched ahead (80-byte
+ * records straddled two, shared with their neighbours). */
 struct iot_rec {
     uint64_t t0;
     uint64_t callid;

@@ -3,6 +3,8 @@
 add_executable(mpiio_mix ${IOTRACE_TEST_DIR}/mpi/mpiio_mix.c)
 target_link_libraries(mpiio_mix PRIVATE MPI::MPI_C)
 add_executable(posix_mix ${IOTRACE_TEST_DIR}/posix/posix_mix.c)
+add_executable(aio_mix ${IOTRACE_TEST_DIR}/mpi/aio_mix.c)
+target_link_libraries(aio_mix PRIVATE MPI::MPI_C Threads::Threads)
 
 set(IOTRACE_IT_ARGS
   --collector=$<TARGET_FILE:iotrace-collector>
@@ -27,8 +29,11 @@ add_test(NAME client.posix_and_fork
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_posix.py ${IOTRACE_IT_ARGS})
 add_test(NAME client.transparency
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_transparency.py ${IOTRACE_IT_ARGS})
+add_test(NAME client.aio
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_aio.py ${IOTRACE_IT_ARGS}
+          --aio-app=$<TARGET_FILE:aio_mix>)
 set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client.posix_and_fork client.transparency
-  PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
+  client.aio PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
 
 # Benchmarks (not tests): deploy/bench.sh runs them.
 add_executable(bench_client ${IOTRACE_TEST_DIR}/bench/bench_client.c)

@@ -133,6 +133,80 @@ def check_mpiio(events, data_file):
     return mpi
 
 
+# Non-blocking calls: where their data lies, per rank k, as (offset, bytes)
+# pieces.  ROMIO posts iwrite_at and iread_at with POSIX AIO, which the
+# library runs on a worker thread of its own (AIO_CALLS); iwrite_at_all and
+# iread_all do their I/O while the Wait/Test call completes them, on the
+# rank's thread, and iread_all's through an aggregator rank.
+NONBLOCKING = {
+    "MPI_File_iwrite_at": ("pwrite", lambda k: [(region(3) + k * B, B)]),
+    "MPI_File_iread_at": ("pread", lambda k: [(region(3) + k * B, B)]),
+    "MPI_File_iwrite_at_all": ("pwrite", lambda k: [(region(4) + k * B, B)]),
+    "MPI_File_iread_all": ("pread", lambda k: [(region(9) + k * Q + j * NPROCS * Q, Q)
+                                               for j in range(4)]),
+}
+AIO_CALLS = ("MPI_File_iwrite_at", "MPI_File_iread_at")
+
+
+def initiating_calls(mpi):
+    return {e["callid"]: e for e in mpi if e["func"] not in COMPLETIONS}
+
+
+def check_enclosed(p, calls):
+    """A transfer on a thread that made MPI-IO calls lies inside one of them
+    and carries its CallID."""
+    enclosing = [c for c in calls[(p["pid"], p["tid"])]
+                 if c["t_start"] <= p["t_start"] and p["t_end"] <= c["t_end"]]
+    if not enclosing:
+        fail(f"{p['func']} at {p['offset']} on rank {p['rank']}'s thread {p['tid']} lies "
+             f"outside any MPI-IO call (CallID {p['callid']})")
+    want = {c["callid"] for c in enclosing}
+    if p["callid"] not in want:
+        fail(f"{p['func']} at {p['offset']} inside {[c['func'] for c in enclosing]} "
+             f"carries {p['callid']}, want one of {want}")
+
+
+def check_on_worker(p, mpi, by_callid):
+    """A transfer on another thread of the rank (the library's AIO worker)
+    carries the CallID of a non-blocking call of that rank, and runs between
+    the call's start and the end of the Wait/Test that completed it."""
+    call = by_callid.get(p["callid"])
+    if not call or call["func"] not in AIO_CALLS or call["pid"] != p["pid"]:
+        fail(f"{p['func']} at {p['offset']} on worker thread {p['tid']} carries "
+             f"{p['callid']}, not the CallID of a non-blocking call of its rank")
+    done = [c for c in mpi if c["callid"] == p["callid"] and c["func"] in COMPLETIONS]
+    if len(done) != 1:
+        fail(f"{call['func']} of rank {call['rank']}: {len(done)} completion records")
+    if not (call["t_start"] <= p["t_start"] and p["t_end"] <= done[0]["t_end"]):
+        fail(f"{p['func']} of {call['func']} (rank {call['rank']}) ran outside "
+             f"[{call['t_start']}, {done[0]['t_end']}]")
+
+
+def covered(pieces, transfers):
+    spans = [(t["offset"], t["offset"] + t["ret"]) for t in transfers]
+    return all(any(a <= off and off + n <= b for a, b in spans) for off, n in pieces)
+
+
+def check_nonblocking(transfers, mpi, by_callid):
+    """Every non-blocking call's data shows as POSIX transfers carrying the
+    CallID of that call (or, for collective reads, of the same call on the
+    aggregator rank), with the right direction, offsets and sizes."""
+    main_tid = {e["rank"]: e["tid"] for e in mpi}
+    for func, (op, pieces) in NONBLOCKING.items():
+        ids = {c["callid"] for c in by_callid.values() if c["func"] == func}
+        mine = [t for t in transfers if t["callid"] in ids]
+        if any(t["func"] not in (op, op + "64") or t["ret"] != t["bytes"] for t in mine):
+            fail(f"{func}: unexpected transfers {mine}")
+        for k in range(NPROCS):
+            own = [t for t in mine if by_callid[t["callid"]]["rank"] == k]
+            if not covered(pieces(k), own if func in AIO_CALLS else mine):
+                fail(f"rank {k} {func}: data {pieces(k)} not covered by its transfers {own}")
+            if func in AIO_CALLS and [(t["offset"], t["bytes"]) for t in own] != pieces(k):
+                fail(f"rank {k} {func}: transfers {own}, want exactly {pieces(k)}")
+            if func in AIO_CALLS and any(t["tid"] == main_tid[k] for t in own):
+                fail(f"rank {k} {func}: ran on the rank's own thread, not the AIO worker")
+
+
 def check_posix(events, mpi, data_file):
     posix = [e for e in events if e["kind"] == "posix" and e["file"] == data_file]
     transfers = [e for e in posix if e["func"] in TRANSFERS]
@@ -141,28 +215,15 @@ def check_posix(events, mpi, data_file):
     calls = collections.defaultdict(list)
     for e in mpi:
         calls[(e["pid"], e["tid"])].append(e)
-    by_callid = {}
-    for e in mpi:
-        if e["func"] not in COMPLETIONS:
-            by_callid[e["callid"]] = e
-    inside = 0
-    for p in transfers:
-        enclosing = [c for c in calls[(p["pid"], p["tid"])]
-                     if c["t_start"] <= p["t_start"] and p["t_end"] <= c["t_end"]]
-        if not enclosing:
-            continue
-        inside += 1
-        want = {c["callid"] for c in enclosing}
-        if p["callid"] not in want:
-            fail(f"{p['func']} at {p['offset']} inside {[c['func'] for c in enclosing]} "
-                 f"carries {p['callid']}, want one of {want}")
-    if inside < len(transfers):
-        outside = [p for p in transfers if p["callid"] is None]
-        fail(f"{len(transfers) - inside} POSIX transfers on the data file outside any MPI-IO "
-             f"call ({len(outside)} without CallID)")
+    by_callid = initiating_calls(mpi)
     for p in transfers:
         if p["callid"] not in by_callid:
-            fail(f"{p['func']} carries CallID {p['callid']} of no MPI-IO call")
+            fail(f"{p['func']} at {p['offset']} carries CallID {p['callid']} of no MPI-IO call")
+        if calls[(p["pid"], p["tid"])]:
+            check_enclosed(p, calls)
+        else:
+            check_on_worker(p, mpi, by_callid)
+    check_nonblocking(transfers, mpi, by_callid)
     opened = [e for e in posix if e["func"] in ("open", "open64") and e["callid"]]
     if len(opened) < NPROCS:
         fail("the opens ROMIO made inside MPI_File_open did not carry its CallID")

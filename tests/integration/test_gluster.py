@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""CallIDs travel through GlusterFS: real glusterfsd bricks and a real FUSE
+mount with the iotrace translators, real mpiexec ranks with the client
+library, a real agent and collector.
+
+On a 2-brick distribute, a replica-2 and a disperse 2+1 volume, mpiio_mix
+writes and reads a file through the mount; from the export, every read and
+write of that file on every brick must carry the CallID of an MPI-IO call of
+the job whose byte range (a collective call's: its group's) covers the disk
+operation's, and replica and disperse must show their fan-out. Then: a
+plain process writing to the mount (recorded, no CallID), a client mounted
+without iotrace-client (recorded, no CallID), and the agent down (the bricks
+keep serving, the program's results are unchanged)."""
+import collections
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Deployment, mpirun, parse_bins  # noqa: E402
+
+NPROCS = 4
+B = 65536                 # mpiio_mix block: one FUSE request each (limit 128 KiB)
+EC_FRAGMENT = 512         # disperse 2+1: a 1024-byte stripe is two 512-byte fragments
+EC_DATA_BRICKS = 2
+STRIDED_REGION = 9        # mpiio_mix's strided view starts at region 9
+
+
+def fail(msg):
+    raise AssertionError(msg)
+
+
+class Volume:
+    def __init__(self, bins, dep, kind, bricks, extra=()):
+        self.bins, self.dep, self.kind = bins, dep, kind
+        self.dir = os.path.join(dep.tmp, "vol-" + kind)
+        self.mnt = os.path.join(dep.tmp, "mnt-" + kind)
+        args = [bins["volume_sh"], "start", "--type", kind, "--bricks", str(bricks),
+                "--dir", self.dir, "--mount", self.mnt, "--xlator-dir", bins["xlator_dir"],
+                "--agent", dep.endpoint, "--registry", dep.registry, "--fresh", *extra]
+        env = dict(os.environ)
+        if bins["preload_prefix"]:
+            # The sanitizer build's translators need the ASan runtime loaded
+            # first into glusterfsd and the FUSE client, which are not
+            # instrumented; GlusterFS's own exit-time leaks are not ours.
+            env["LD_PRELOAD"] = bins["preload_prefix"].rstrip(":")
+            env["ASAN_OPTIONS"] = "detect_leaks=0"
+        res = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+        if res.returncode != 0:
+            fail(f"volume.sh start failed:\n{res.stdout}\n{res.stderr}")
+
+    def stop(self):
+        subprocess.run([self.bins["volume_sh"], "stop", "--dir", self.dir],
+                       capture_output=True, text=True, timeout=120)
+
+
+def run_mix(bins, dep, path, job, env_extra=None):
+    # A GlusterFS 10 FUSE quirk turns direct I/O off for a file opened by
+    # several processes while it is being created (docs/gluster.md), and the
+    # kernel page cache would then answer reads: create it first.
+    open(path, "wb").close()
+    env = {"IOTRACE_AGENT": dep.endpoint, "IOTRACE_REGISTRY": dep.registry,
+           "IOTRACE_JOB_ID": job, "MPIIO_MIX_NO_DIGEST": "1", **(env_extra or {})}
+    res = mpirun(bins, NPROCS, [bins["app"], path, str(B)], env=env)
+    if res.returncode != 0:
+        fail(f"mpiexec failed ({res.returncode}): {res.stderr}")
+
+
+def settled(dep, job, want_calls):
+    """Events of the job once all calls are in and disk events stop coming."""
+    last, stable = -1, 0
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        ev = dep.export()
+        calls = sum(e["kind"] == "mpiio" and e["job"] == job for e in ev)
+        if calls >= want_calls and len(ev) == last:
+            stable += 1
+            if stable >= 3:
+                return ev
+        else:
+            stable = 0
+        last = len(ev)
+        time.sleep(0.4)
+    fail(f"events of {job} did not settle\n{dep.logs()}")
+
+
+def call_ranges(calls):
+    """(job, CallID) -> (lo, hi) of the bytes its call (or collective group)
+    may touch. Calls under mpiio_mix's strided view touch the whole strided
+    region; collective calls stand for their group."""
+    strided_lo = STRIDED_REGION * NPROCS * B
+
+    def extent(e):
+        if e["offset"] >= strided_lo:
+            return strided_lo, strided_lo + NPROCS * B
+        return e["offset"], e["offset"] + e["bytes"]
+
+    own = {}
+    groups = collections.defaultdict(list)
+    for e in calls:
+        if e["offset"] is None or e["offset"] < 0 or not e["bytes"]:
+            continue
+        key = (e["job"], e["callid"])
+        lo, hi = extent(e)
+        if key in own:
+            lo, hi = min(lo, own[key][0]), max(hi, own[key][1])
+        own[key] = (lo, hi)
+        if e.get("coll_seq"):
+            groups[(e["job"], e["file"], e["coll_seq"])].append(key)
+    ranges = dict(own)
+    for members in groups.values():
+        lo = min(own[k][0] for k in members)
+        hi = max(own[k][1] for k in members)
+        for k in members:
+            ranges[k] = (lo, hi)
+    return ranges
+
+
+def logical(kind, d):
+    lo, hi = d["offset"], d["offset"] + max(d["bytes"], 1)
+    if kind != "disperse":
+        return lo, hi
+    stripe = EC_FRAGMENT * EC_DATA_BRICKS
+    return (lo // EC_FRAGMENT) * stripe, -(-hi // EC_FRAGMENT) * stripe
+
+
+def check_volume(kind, events, job, data):
+    calls = [e for e in events if e["kind"] == "mpiio" and e["job"] == job]
+    ids = {(e["job"], e["callid"]) for e in calls}
+    ranges = call_ranges(calls)
+    disk = [e for e in events if e["kind"] == "disk" and e["file"] == "/" + os.path.basename(data)
+            and e["func"] in ("readv", "writev")]
+    if not disk:
+        fail(f"{kind}: no disk reads or writes of {data} recorded")
+    servers_per_call = collections.defaultdict(set)
+    problems = []
+    for d in disk:
+        key = (d["job"], d["callid"])
+        if d["callid"] is None:
+            problems.append(f"without a CallID: {d}")
+            continue
+        if key not in ids:
+            problems.append(f"CallID {d['callid']} of job {d['job']} names no MPI-IO call: {d}")
+            continue
+        lo, hi = logical(kind, d)
+        if key in ranges:
+            clo, chi = ranges[key]
+            if kind == "disperse":
+                stripe = EC_FRAGMENT * EC_DATA_BRICKS
+                clo, chi = (clo // stripe) * stripe, -(-chi // stripe) * stripe
+            if not (clo <= lo and hi <= chi):
+                problems.append(f"disk range [{lo},{hi}) outside its call's [{clo},{chi}): {d}")
+        if d["func"] == "writev":
+            servers_per_call[key].add(d["server"])
+    if problems:
+        fail(f"{kind}: {len(problems)} of {len(disk)} disk reads/writes:\n" + "\n".join(problems[:20]))
+    fanout = collections.Counter(len(s) for s in servers_per_call.values())
+    want = {"distribute": 1, "replica": 2, "disperse": 3}[kind]
+    if set(fanout) != {want}:
+        fail(f"{kind}: bricks written per call {dict(fanout)}, expected {want} for every call")
+    print(f"ok: {kind}: {len(disk)} disk reads/writes on "
+          f"{len({d['server'] for d in disk})} bricks, all tagged with one of "
+          f"{len(servers_per_call)} writing calls' CallIDs, {want} brick(s) per write call")
+
+
+def check_untagged_writer(dep, vol):
+    path = os.path.join(vol.mnt, "plain.txt")
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    os.write(fd, b"x" * 4096)
+    os.close(fd)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        mine = [e for e in dep.export() if e["kind"] == "disk" and e["file"] == "/plain.txt"
+                and e["func"] == "writev"]
+        if mine:
+            if any(e["callid"] is not None or e["job"] is not None for e in mine):
+                fail(f"a plain process's writes carry a CallID: {mine}")
+            print(f"ok: a plain process's write is recorded on {mine[0]['server']} without a CallID")
+            return
+        time.sleep(0.3)
+    fail("the plain process's write was not recorded")
+
+
+def main():
+    bins = parse_bins(sys.argv[1:])
+    for k in ("volume_sh", "xlator_dir"):
+        if k not in bins:
+            raise SystemExit(f"missing argument --{k.replace('_', '-')}")
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        print("skipped: needs root and /dev/fuse")
+        sys.exit(77)
+    dep = Deployment(bins).start()
+    dep.registry = f"/iotrace-test-{os.getpid()}"
+    try:
+        for kind, bricks in (("distribute", 2), ("replica", 2), ("disperse", 3)):
+            vol = Volume(bins, dep, kind, bricks)
+            try:
+                job = f"gluster-{kind}-{os.getpid()}"
+                data = os.path.join(vol.mnt, f"data-{kind}.bin")
+                run_mix(bins, dep, data, job)
+                events = settled(dep, job, 1)
+                check_volume(kind, events, job, data)
+                if kind == "distribute":
+                    check_untagged_writer(dep, vol)
+            finally:
+                vol.stop()
+
+        vol = Volume(bins, dep, "distribute", 2, ["--no-client-hook"])
+        try:
+            job = f"gluster-nohook-{os.getpid()}"
+            data = os.path.join(vol.mnt, "data-nohook.bin")
+            run_mix(bins, dep, data, job)
+            events = settled(dep, job, 1)
+            disk = [e for e in events if e["kind"] == "disk" and e["file"] == "/data-nohook.bin"
+                    and e["func"] in ("readv", "writev")]
+            if not disk or any(e["callid"] is not None for e in disk):
+                fail(f"without iotrace-client: want untagged disk operations, got {len(disk)}: "
+                     f"{[e for e in disk if e['callid'] is not None][:3]}")
+            print(f"ok: client without iotrace-client: {len(disk)} disk operations, none tagged")
+
+            dep.agent.kill()
+            dep.agent.wait()
+            data2 = os.path.join(vol.mnt, "data-noagent.bin")
+            start = time.time()
+            run_mix(bins, dep, data2, job + "-noagent")
+            size = os.path.getsize(data2)
+            if size != 10 * NPROCS * B:
+                fail(f"with the agent down the file has {size} bytes")
+            print(f"ok: agent down: bricks kept serving, mpiio_mix verified its data "
+                  f"({time.time() - start:.1f} s)")
+        finally:
+            vol.stop()
+            dep.agent = None
+    finally:
+        dep.stop()
+        try:
+            os.unlink("/dev/shm" + dep.registry)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    main()

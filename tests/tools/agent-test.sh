@@ -305,7 +305,10 @@ case_backpressure() {
     # A non-blocking producer that starts before the agent has bound its
     # socket drops everything (retrying connects, linger 0): wait for it.
     wait_for 10 "the agent to listen" has_line "listening for producers" "$T/agent.log"
-    run_producer a --batches 300 --events-per-batch 1000 --nonblocking --hwm 5 --linger 0
+    # Paced, so that a loaded machine cannot let the producer drop all but
+    # the first few batches before the agent has read enough to fill up.
+    run_producer a --batches 300 --events-per-batch 1000 --rate 150000 --nonblocking --hwm 5 \
+        --linger 0
     wait_for 10 "the full store" has_line "pending store full" "$T/agent.log"
     local dropped
     dropped=$(sed -n 's/.*dropped_batches=\([0-9]*\).*/\1/p' "$T/a.out")

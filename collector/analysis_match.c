@@ -38,6 +38,13 @@ struct mt_node {
     uint32_t entry;
 };
 
+/* A disk operation waiting for its call (pairs only). */
+struct mt_held {
+    struct xp_event ev;
+    uint32_t tag;
+    uint32_t next; /* index + 1 of the next in its list, or of the next free one */
+};
+
 #define RANK_SHIFT 40
 
 /* ---- function classes ------------------------------------------------- */
@@ -251,14 +258,26 @@ void iot_match_free(struct iot_match *m)
     free(m->groups);
     free(m->gtable);
     free(m->members);
+    free(m->call);
+    free(m->call_tag);
+    free(m->held_head);
+    free(m->held);
     memset(m, 0, sizeof *m);
+}
+
+void iot_match_set_pairs(struct iot_match *m, iot_match_pair_sink sink, void *ctx)
+{
+    m->pair = sink;
+    m->pair_ctx = ctx;
 }
 
 size_t iot_match_bytes(const struct iot_match *m)
 {
     return m->cap_entries * sizeof *m->entries + m->table_size * sizeof *m->table +
            m->heap_cap * sizeof *m->heap + m->cap_groups * sizeof *m->groups +
-           m->gtable_size * sizeof *m->gtable + m->members_size * sizeof *m->members;
+           m->gtable_size * sizeof *m->gtable + m->members_size * sizeof *m->members +
+           (m->call ? m->cap_entries * (sizeof *m->call + 2 * sizeof(uint32_t)) : 0) +
+           m->cap_held * sizeof *m->held;
 }
 
 /* ---- the expiry heap --------------------------------------------------- */
@@ -309,6 +328,21 @@ static size_t entry_slot(const struct iot_match *m, uint32_t job, uint64_t calli
     return i;
 }
 
+/* The per-entry arrays of pair mode follow the entry slab's capacity. */
+static int grow_pair_arrays(struct iot_match *m, size_t cap)
+{
+    struct xp_event *call = realloc(m->call, cap * sizeof *call);
+    if (call)
+        m->call = call;
+    uint32_t *tag = call ? realloc(m->call_tag, cap * sizeof *tag) : NULL;
+    if (tag)
+        m->call_tag = tag;
+    uint32_t *head = tag ? realloc(m->held_head, cap * sizeof *head) : NULL;
+    if (head)
+        m->held_head = head;
+    return head ? 0 : -1;
+}
+
 static int alloc_entry(struct iot_match *m, uint32_t *idx)
 {
     if (m->free_entry) {
@@ -318,6 +352,8 @@ static int alloc_entry(struct iot_match *m, uint32_t *idx)
     }
     size_t cap = m->cap_entries;
     if (grow((void **)&m->entries, &cap, m->cap_entries + 1, sizeof *m->entries) < 0)
+        return -1;
+    if (m->pair && grow_pair_arrays(m, cap) < 0)
         return -1;
     for (size_t i = cap; i > m->cap_entries; i--) {
         m->entries[i - 1].group = m->free_entry;
@@ -352,6 +388,8 @@ static struct mt_entry *entry_for(struct iot_match *m, uint32_t job, uint64_t ca
     m->entries[idx] = (struct mt_entry){.callid = callid, .job = job, .expire = expire,
                                         .flags = F_USED};
     m->table[i] = idx + 1;
+    if (m->pair)
+        m->held_head[idx] = 0;
     if (++m->n_entries > m->peak_entries)
         m->peak_entries = m->n_entries;
     return &m->entries[idx];
@@ -485,34 +523,106 @@ static void extend(struct iot_match *m, struct mt_entry *e, int64_t expire)
         m->groups[e->group - 1].expire = expire;
 }
 
-static int on_call(struct iot_match *m, const struct xp_event *ev)
+/* ---- pairs ------------------------------------------------------------- */
+
+static void free_held(struct iot_match *m, uint32_t idx)
+{
+    uint32_t h = m->held_head[idx];
+    while (h) {
+        uint32_t next = m->held[h - 1].next;
+        m->held[h - 1].next = m->free_held;
+        m->free_held = h;
+        m->n_held--;
+        h = next;
+    }
+    m->held_head[idx] = 0;
+}
+
+static int hold(struct iot_match *m, uint32_t idx, const struct xp_event *ev, uint32_t tag)
+{
+    if (!m->free_held) {
+        size_t cap = m->cap_held;
+        if (grow((void **)&m->held, &cap, m->cap_held + 1, sizeof *m->held) < 0)
+            return -1;
+        for (size_t i = cap; i > m->cap_held; i--) {
+            m->held[i - 1].next = m->free_held;
+            m->free_held = (uint32_t)i;
+        }
+        m->cap_held = cap;
+    }
+    uint32_t h = m->free_held;
+    struct mt_held *n = &m->held[h - 1];
+    m->free_held = n->next;
+    *n = (struct mt_held){.ev = *ev, .tag = tag, .next = m->held_head[idx]};
+    m->held_head[idx] = h;
+    if (++m->n_held > m->peak_held)
+        m->peak_held = m->n_held;
+    return 0;
+}
+
+/* The call is known now: the disk operations that came before it pair up. */
+static int set_call(struct iot_match *m, uint32_t idx, const struct xp_event *ev, uint32_t tag)
+{
+    m->call[idx] = *ev;
+    m->call_tag[idx] = tag;
+    int rc = 0;
+    for (uint32_t h = m->held_head[idx]; h && rc == 0; h = m->held[h - 1].next)
+        rc = m->pair(m->pair_ctx, &m->call[idx], tag, &m->held[h - 1].ev, m->held[h - 1].tag);
+    free_held(m, idx);
+    return rc ? -1 : 0;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static int on_call(struct iot_match *m, const struct xp_event *ev, uint32_t tag)
 {
     int64_t expire = ev->t_end + m->grace_ns;
     struct mt_entry *e = entry_for(m, ev->job, ev->callid, expire);
     if (!e)
         return -1;
+    uint32_t idx = (uint32_t)(e - m->entries);
     extend(m, e, expire);
     uint8_t cls = class_of(m, ev->func);
     if (cls & C_COMPLETION) {
-        if (!(e->flags & F_CALL))
-            e->func = ev->func;
+        if (e->flags & F_CALL)
+            return 0;
+        e->func = ev->func;
         e->flags |= F_CALL;
-        return 0;
+        return m->pair ? set_call(m, idx, ev, tag) : 0;
     }
     if (e->flags & F_OWNER)
         return 0; /* the same CallID twice: only the first call counts */
     int expect = (cls & C_TRANSFER) && ev->bytes > 0 && ev->ret == 0; /* iot_match_expects_disk */
+    int first = !(e->flags & F_CALL);
     e->flags |= F_CALL | F_OWNER | (expect ? F_EXPECT : 0);
     e->func = ev->func;
-    return ev->coll_seq && ev->file ? join_group(m, e, ev) : 0;
+    if (ev->coll_seq && ev->file && join_group(m, e, ev) < 0)
+        return -1;
+    /* A completion seen first has already taken the disk operations held
+     * until then; later ones pair with the issuing call. */
+    if (m->pair && first)
+        return set_call(m, idx, ev, tag);
+    if (m->pair) {
+        m->call[idx] = *ev;
+        m->call_tag[idx] = tag;
+    }
+    return 0;
 }
 
-static int on_disk(struct iot_match *m, const struct xp_event *ev)
+static int on_disk(struct iot_match *m, const struct xp_event *ev, uint32_t tag)
 {
     int64_t expire = ev->t_end + m->grace_ns;
     struct mt_entry *e = entry_for(m, ev->job, ev->callid, expire);
     if (!e)
         return -1;
+    uint32_t idx = (uint32_t)(e - m->entries);
+    if (m->pair) {
+        int rc = (e->flags & F_CALL)
+                     ? m->pair(m->pair_ctx, &m->call[idx], m->call_tag[idx], ev, tag)
+                     : hold(m, idx, ev, tag);
+        if (rc)
+            return -1;
+    }
     e->own_ops++;
     e->own_bytes += ev->bytes;
     e->own_time += (uint64_t)(ev->t_end - ev->t_start);
@@ -539,17 +649,22 @@ static int on_posix(struct iot_match *m, const struct xp_event *ev)
     return 0;
 }
 
-int iot_match_event(struct iot_match *m, const struct xp_event *ev)
+int iot_match_event_tagged(struct iot_match *m, const struct xp_event *ev, uint32_t tag)
 {
     if (ev->job == 0 || ev->callid == 0)
         return 0;
     if (ev->kind == XP_MPIIO)
-        return on_call(m, ev);
+        return on_call(m, ev, tag);
     if (ev->kind == XP_DISK)
-        return on_disk(m, ev);
+        return on_disk(m, ev, tag);
     if (ev->kind == XP_POSIX)
         return on_posix(m, ev);
     return 0;
+}
+
+int iot_match_event(struct iot_match *m, const struct xp_event *ev)
+{
+    return iot_match_event_tagged(m, ev, 0);
 }
 
 /* ---- closing ------------------------------------------------------------ */
@@ -569,6 +684,8 @@ static void close_entry(struct iot_match *m, uint32_t idx)
 {
     struct mt_entry *e = &m->entries[idx];
     report(m, e);
+    if (m->pair)
+        free_held(m, idx); /* unmatched: counted by the report, not kept */
     if (e->group)
         leave_group(m, e);
     free_entry(m, idx);

@@ -42,9 +42,18 @@ struct iot_match_closed {
 
 typedef void (*iot_match_sink)(void *ctx, const struct iot_match_closed *c);
 
+/* One call -> disk operation pair: the MPI-IO call that issued the CallID
+ * (or, if only its completion was seen, the completion) and a disk
+ * operation carrying that CallID, each with the tag the caller gave it
+ * (iot_match_event_tagged).  Reported once per disk operation, as soon as
+ * both are known; a non-zero return is handed back by the event call. */
+typedef int (*iot_match_pair_sink)(void *ctx, const struct xp_event *call, uint32_t call_tag,
+                                   const struct xp_event *disk, uint32_t disk_tag);
+
 struct mt_entry;
 struct mt_group;
 struct mt_node;
+struct mt_held;
 
 struct iot_match {
     int64_t grace_ns;
@@ -67,16 +76,33 @@ struct iot_match {
     uint64_t next_serial;
     uint8_t fclass[128]; /* per MPI-IO function id: completion / transfer bits */
     size_t peak_entries, peak_groups;
+    /* Only with a pair sink: per entry its call and the disk operations
+     * waiting for it (a list in the held slab). */
+    iot_match_pair_sink pair;
+    void *pair_ctx;
+    struct xp_event *call;
+    uint32_t *call_tag, *held_head;
+    struct mt_held *held; /* slab, with a free list */
+    size_t cap_held, n_held, peak_held;
+    uint32_t free_held;
 };
 
 int iot_match_init(struct iot_match *m, int64_t grace_ns, iot_match_sink sink, void *ctx);
 void iot_match_free(struct iot_match *m);
+
+/* Asks for every call -> disk operation pair (before the first event).
+ * Disk operations that come before their call are then held, not only
+ * counted, until the call comes or their window closes. */
+void iot_match_set_pairs(struct iot_match *m, iot_match_pair_sink sink, void *ctx);
 
 /* Takes an MPI-IO call, a disk operation or a POSIX call with a job and a
  * non-zero CallID; ignores everything else.  A POSIX call only keeps the
  * entry of its (not yet seen) MPI-IO call open: it is never counted as a
  * disk operation.  -1 when out of memory. */
 int iot_match_event(struct iot_match *m, const struct xp_event *ev);
+/* The same, with a tag handed back in the pairs this event is part of; -1
+ * also when the pair sink failed. */
+int iot_match_event_tagged(struct iot_match *m, const struct xp_event *ev, uint32_t tag);
 
 /* Closes (and reports) every entry whose window ended before now_ns. */
 void iot_match_expire(struct iot_match *m, int64_t now_ns);

@@ -4,6 +4,7 @@
  * aligned to the collector's clock (unless --no-align).  Reads without
  * locking, so it works while a collector is writing.  See docs/export.md. */
 #include <errno.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,11 +13,13 @@
 
 #include "analysis.h"
 #include "export_read.h"
+#include "export_slog2.h"
 #include "export_stats.h"
 #include "iot_functions.h"
 #include "log.h"
 #include "opts.h"
 #include "slog2_read.h"
+#include "slog2_write.h"
 #include "wire.h"
 
 static char *opt_store;
@@ -30,6 +33,12 @@ static int opt_stats;
 static char *opt_format;
 static long opt_lateness_ms = -1;
 static long opt_grace_ms = -1;
+static char *opt_slog2;
+static char *opt_from;
+static char *opt_to;
+static char *opt_layers;
+static uint64_t opt_leaf_size;
+static long opt_children = -1;
 
 static const struct iot_opt options[] = {
     {"store", 's', IOT_OPT_STRING, &opt_store, "DIR", "store directory written by iotrace-collector (required)"},
@@ -38,8 +47,14 @@ static const struct iot_opt options[] = {
     {"clock", 0, IOT_OPT_FLAG, &opt_clock, NULL, "print one line per node: clock samples, offset to the collector, round trip, error bound, drift"},
     {"stats", 0, IOT_OPT_FLAG, &opt_stats, NULL, "print statistics per job: calls per function, disk operations per call, servers, amplification, unmatched and lost events, clocks (docs/statistics.md)"},
     {"format", 0, IOT_OPT_STRING, &opt_format, "text|json", "--stats output format (default text)"},
-    {"lateness", 0, IOT_OPT_INT, &opt_lateness_ms, "MS", "--stats: how far behind its newest event a process may still deliver one (default 2000)"},
-    {"grace", 0, IOT_OPT_INT, &opt_grace_ms, "MS", "--stats: how long after a call's end its disk operations may start (default 2000)"},
+    {"slog2", 0, IOT_OPT_STRING, &opt_slog2, "FILE", "write an SLOG-2 file for Jumpshot: a timeline per rank and storage-server thread, states, arrows from each MPI-IO call to its disk operations"},
+    {"from", 0, IOT_OPT_STRING, &opt_from, "SEC", "--slog2: leave out what ends before SEC seconds after the first event"},
+    {"to", 0, IOT_OPT_STRING, &opt_to, "SEC", "--slog2: leave out what starts after SEC seconds after the first event"},
+    {"layers", 0, IOT_OPT_STRING, &opt_layers, "LIST", "--slog2: what to draw, comma-separated: mpiio, posix, disk, arrows, all (default all)"},
+    {"leaf-size", 0, IOT_OPT_SIZE, &opt_leaf_size, "BYTES", "--slog2: largest tree node (TreeLeafByteSize), 128 to 1G (default 65536)"},
+    {"children", 0, IOT_OPT_INT, &opt_children, "N", "--slog2: children per tree node, 2 to 32767 (default 2)"},
+    {"lateness", 0, IOT_OPT_INT, &opt_lateness_ms, "MS", "--stats, --slog2: how far behind its newest event a process may still deliver one (default 2000)"},
+    {"grace", 0, IOT_OPT_INT, &opt_grace_ms, "MS", "--stats, --slog2: how long after a call's end its disk operations may start (default 2000)"},
     {"job", 'j', IOT_OPT_STRING, &opt_job, "ID", "only events of job ID"},
     {"no-align", 0, IOT_OPT_FLAG, &opt_no_align, NULL, "keep every event on its node's own clock instead of mapping it to the collector's"},
     {"dump-slog2", 0, IOT_OPT_STRING, &opt_dump_slog2, "FILE", "print an SLOG-2 file one item per line and check its tree (alone, no --store)"},
@@ -50,6 +65,9 @@ static const struct iot_opts_spec spec = {
     .synopsis = "--store DIR [--job ID] [--no-align] (--jsonl FILE | --list-jobs)\n"
                 "   or: iotrace-export --store DIR [--job ID] [--no-align] --stats "
                 "[--format text|json] [--lateness MS] [--grace MS]\n"
+                "   or: iotrace-export --store DIR [--job ID] [--no-align] --slog2 FILE "
+                "[--from SEC] [--to SEC] [--layers LIST] [--leaf-size BYTES] [--children N] "
+                "[--lateness MS] [--grace MS]\n"
                 "   or: iotrace-export --store DIR --clock\n"
                 "   or: iotrace-export --dump-slog2 FILE",
     .description = "Exports the events in an iotrace collector store.  See docs/export.md.",
@@ -560,10 +578,21 @@ static void check_options(int argc, char **argv, int first)
     }
     if (!opt_store || !opt_store[0])
         usage_error("--store DIR is required");
-    if ((opt_jsonl != NULL) + opt_list_jobs + opt_clock + opt_stats != 1)
-        usage_error("give exactly one of --jsonl FILE, --list-jobs, --stats and --clock");
-    if (!opt_stats && (opt_format || opt_lateness_ms >= 0 || opt_grace_ms >= 0))
-        usage_error("--format, --lateness and --grace go with --stats only");
+    if ((opt_jsonl != NULL) + opt_list_jobs + opt_clock + opt_stats + (opt_slog2 != NULL) != 1)
+        usage_error("give exactly one of --jsonl FILE, --list-jobs, --stats, --slog2 FILE and "
+                    "--clock");
+    if (!opt_stats && opt_format)
+        usage_error("--format goes with --stats only");
+    if (!opt_stats && !opt_slog2 && (opt_lateness_ms >= 0 || opt_grace_ms >= 0))
+        usage_error("--lateness and --grace go with --stats or --slog2 only");
+    if (!opt_slog2 && (opt_from || opt_to || opt_layers || opt_leaf_size || opt_children >= 0))
+        usage_error("--from, --to, --layers, --leaf-size and --children go with --slog2 only");
+    if (opt_slog2 && !opt_slog2[0])
+        usage_error("--slog2 needs a file name");
+    if (opt_leaf_size && (opt_leaf_size < IOT_SLOG2_MIN_LEAF_BYTESIZE || opt_leaf_size > (1u << 30)))
+        usage_error("--leaf-size takes 128 to 1G bytes");
+    if (opt_children != -1 && (opt_children < 2 || opt_children > 32767))
+        usage_error("--children takes 2 to 32767");
     if (opt_format && strcmp(opt_format, "text") != 0 && strcmp(opt_format, "json") != 0)
         usage_error("--format takes text or json");
     if (opt_lateness_ms < -1 || opt_grace_ms < -1 || opt_lateness_ms > 86400000 ||
@@ -582,7 +611,8 @@ static int dump_slog2(int argc, int first)
 {
     char err[512];
     if (first < argc || opt_store || opt_job || opt_jsonl || opt_list_jobs || opt_clock ||
-        opt_no_align || opt_stats || opt_format || opt_lateness_ms >= 0 || opt_grace_ms >= 0)
+        opt_no_align || opt_stats || opt_format || opt_lateness_ms >= 0 || opt_grace_ms >= 0 ||
+        opt_slog2 || opt_from || opt_to || opt_layers || opt_leaf_size || opt_children >= 0)
         usage_error("--dump-slog2 FILE takes no other option or argument");
     int rc = iot_slog2_dump(stdout, opt_dump_slog2, err, sizeof err);
     if (fflush(stdout) != 0)
@@ -693,6 +723,70 @@ static int stats(struct xp_data *d, uint32_t job)
     return rc;
 }
 
+/* Seconds, as a decimal number; usage error otherwise. */
+static double seconds_option(const char *name, const char *v, double fallback)
+{
+    if (!v)
+        return fallback;
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s takes seconds after the first event, for example 1.5 "
+                 "(got '%s')", name, v);
+        usage_error(msg);
+    }
+    return x;
+}
+
+static void print_slog2_summary(const struct xp_slog2_result *r)
+{
+    time_t sec = (time_t)(r->origin_ns / 1000000000);
+    struct tm tm;
+    char when[32];
+    gmtime_r(&sec, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(stderr,
+            "%s: wrote %s: %llu states, %llu arrows, %llu events on %u timelines; "
+            "%llu tree nodes, depth %d, %lld bytes; time 0 is %s.%09lldZ\n",
+            spec.program, opt_slog2, (unsigned long long)r->states, (unsigned long long)r->arrows,
+            (unsigned long long)r->events, r->lines, (unsigned long long)r->nodes_written,
+            r->depth, (long long)r->file_bytes, when, (long long)(r->origin_ns % 1000000000));
+    if (r->late)
+        fprintf(stderr, "%s: warning: %llu drawables ended before drawables already written "
+                "(their events came later than --lateness allows) and were left out\n",
+                spec.program, (unsigned long long)r->late);
+}
+
+static int slog2(struct xp_data *d, uint32_t job)
+{
+    char err[512];
+    struct xp_slog2_options o = {
+        .store = opt_store, .path = opt_slog2, .job = job, .job_name = opt_job,
+        .lateness_ns = ms_or(opt_lateness_ms, IOT_AN_DEFAULT_LATENESS_NS),
+        .grace_ns = ms_or(opt_grace_ms, IOT_AN_DEFAULT_GRACE_NS),
+        .from_s = seconds_option("--from", opt_from, -INFINITY),
+        .to_s = seconds_option("--to", opt_to, INFINITY),
+        .layers = XP_LAYER_ALL,
+        .leaf_bytesize = (int32_t)opt_leaf_size,
+        .children = (int16_t)(opt_children > 0 ? opt_children : 0)};
+    if (o.from_s > o.to_s)
+        usage_error("--from is after --to");
+    if (opt_layers && xp_slog2_layers(opt_layers, &o.layers, err, sizeof err) < 0)
+        usage_error(err);
+    if (xp_read_clocks(opt_store, d, err, sizeof err) < 0)
+        return data_error("%s%s", "", err);
+    d->align = !opt_no_align;
+    struct xp_slog2_result r;
+    if (xp_slog2(d, &o, &r, err, sizeof err) < 0)
+        return data_error("%s%s", "", err);
+    print_slog2_summary(&r);
+    if (!opt_no_align)
+        report_unaligned(d);
+    return IOT_EXIT_OK;
+}
+
 static int export_events(struct xp_data *d, uint32_t job)
 {
     char err[512];
@@ -719,7 +813,10 @@ int main(int argc, char **argv)
         xp_data_free(&d);
         return data_error("%s%s", "out of memory", "");
     }
-    int rc = opt_clock ? clock_report(&d) : opt_stats ? stats(&d, job) : export_events(&d, job);
+    int rc = opt_clock   ? clock_report(&d)
+             : opt_stats ? stats(&d, job)
+             : opt_slog2 ? slog2(&d, job)
+                         : export_events(&d, job);
     xp_data_free(&d);
     return rc;
 }

@@ -10,7 +10,9 @@ the job whose byte range (a collective call's: its group's) covers the disk
 operation's, and replica and disperse must show their fan-out. Then: a
 plain process writing to the mount (recorded, no CallID), a client mounted
 without iotrace-client (recorded, no CallID), and the agent down (the bricks
-keep serving, the program's results are unchanged)."""
+keep serving, the program's results are unchanged). On each volume the
+SLOG-2 export (slog2_export.py) must hold a state per event and an arrow per
+call -> disk operation pair of the JSON Lines."""
 import collections
 import os
 import subprocess
@@ -19,6 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import Deployment, mpirun, parse_bins  # noqa: E402
+import slog2_export  # noqa: E402
 
 NPROCS = 4
 B = 65536                 # mpiio_mix block: one FUSE request each (limit 128 KiB)
@@ -201,7 +204,12 @@ def main():
                 run_mix(bins, dep, data, job)
                 events = settled(dep, job, 1)
                 check_volume(kind, events, job, data)
+                mine = [e for e in events if e["job"] == job]
+                whole = slog2_export.check(bins["export"], dep.store, mine, job, dep.tmp,
+                                           f"{kind} --slog2")
                 if kind == "distribute":
+                    slog2_export.check_options(bins["export"], dep.store, mine, job, dep.tmp,
+                                               whole)
                     check_untagged_writer(dep, vol)
             finally:
                 vol.stop()

@@ -2,7 +2,8 @@
  * quantile estimator's error bound, the streaming merge (order behind the
  * watermark, idle and closed producers, late events), the matcher (disk
  * operations before their call, grace expiry, collective groups,
- * completions, POSIX calls keeping a window open) and the statistics, and a stream of a million
+ * completions, POSIX calls keeping a window open, the call -> disk
+ * operation pairs of the SLOG-2 arrows) and the statistics, and a stream of a million
  * events whose in-flight set stays small. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -382,6 +383,91 @@ static void test_match_completion(void **state)
     iot_match_free(&m);
 }
 
+/* Pairs for arrows: each disk operation once with its call, whichever came
+ * first, with the tags given; a completion stands in until the issuing
+ * call is seen; nothing pairs after the window closed, and nothing held
+ * outlives its entry. */
+struct pair_list {
+    struct {
+        uint64_t call_start, disk_start;
+        uint16_t call_func;
+        uint32_t call_tag, disk_tag;
+    } v[16];
+    int n;
+};
+
+static int collect_pair(void *ctx, const struct xp_event *c, uint32_t ctag,
+                        const struct xp_event *d, uint32_t dtag)
+{
+    struct pair_list *p = ctx;
+    assert_true(p->n < 16);
+    assert_int_equal(c->callid, d->callid);
+    p->v[p->n].call_start = (uint64_t)c->t_start;
+    p->v[p->n].disk_start = (uint64_t)d->t_start;
+    p->v[p->n].call_func = c->func;
+    p->v[p->n].call_tag = ctag;
+    p->v[p->n].disk_tag = dtag;
+    p->n++;
+    return 0;
+}
+
+static void test_match_pairs(void **state)
+{
+    (void)state;
+    struct iot_match m;
+    struct closed_list l = {0};
+    struct pair_list p = {0};
+    assert_int_equal(iot_match_init(&m, 100 * US, collect, &l), 0);
+    iot_match_set_pairs(&m, collect_pair, &p);
+    struct xp_event ev = disk(9, RANK(0) | 1, T0, 5 * US, 10);
+    assert_int_equal(iot_match_event_tagged(&m, &ev, 70), 0); /* before its call: held */
+    ev = disk(8, RANK(0) | 1, T0 + 1 * US, 5 * US, 10);
+    assert_int_equal(iot_match_event_tagged(&m, &ev, 71), 0);
+    assert_int_equal(p.n, 0);
+    assert_int_equal(m.n_held, 2);
+    ev = call(0, IOT_F_MPIIO_MPI_File_write_at, RANK(0) | 1, T0 + 2 * US, 50 * US, 20);
+    assert_int_equal(iot_match_event_tagged(&m, &ev, 5), 0);
+    assert_int_equal(p.n, 2);
+    assert_int_equal(m.n_held, 0);
+    ev = disk(9, RANK(0) | 1, T0 + 10 * US, 5 * US, 10);
+    assert_int_equal(iot_match_event_tagged(&m, &ev, 72), 0); /* after: paired at once */
+    assert_int_equal(p.n, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(p.v[i].call_tag, 5);
+        assert_int_equal(p.v[i].call_start, T0 + 2 * US);
+    }
+    assert_int_equal(p.v[0].disk_tag + p.v[1].disk_tag, 70 + 71);
+    assert_int_equal(p.v[2].disk_tag, 72);
+
+    /* Only a completion seen: it is the call; then the issuing call. */
+    ev = disk(9, RANK(1) | 4, T0 + 20 * US, 5 * US, 10);
+    assert_int_equal(iot_match_event_tagged(&m, &ev, 80), 0);
+    ev = call(1, IOT_F_MPIIO_MPI_Wait, RANK(1) | 4, T0 + 21 * US, 5 * US, 10);
+    assert_int_equal(iot_match_event_tagged(&m, &ev, 6), 0);
+    assert_int_equal(p.n, 4);
+    assert_int_equal(p.v[3].call_func, IOT_F_MPIIO_MPI_Wait);
+    ev = call(1, IOT_F_MPIIO_MPI_File_iwrite_at, RANK(1) | 4, T0 + 22 * US, 5 * US, 10);
+    assert_int_equal(iot_match_event_tagged(&m, &ev, 7), 0);
+    ev = disk(9, RANK(1) | 4, T0 + 23 * US, 5 * US, 10);
+    assert_int_equal(iot_match_event_tagged(&m, &ev, 81), 0);
+    assert_int_equal(p.n, 5);
+    assert_int_equal(p.v[4].call_func, IOT_F_MPIIO_MPI_File_iwrite_at);
+    assert_int_equal(p.v[4].call_tag, 7);
+
+    /* Held past the window: closed unmatched, never paired, freed. */
+    ev = disk(9, RANK(2) | 9, T0 + 30 * US, 5 * US, 10);
+    assert_int_equal(iot_match_event_tagged(&m, &ev, 90), 0);
+    iot_match_expire(&m, T0 + 200 * US);
+    ev = call(2, IOT_F_MPIIO_MPI_File_write_at, RANK(2) | 9, T0 + 200 * US, 5 * US, 10);
+    assert_int_equal(iot_match_event_tagged(&m, &ev, 8), 0);
+    iot_match_finish(&m);
+    assert_int_equal(p.n, 5);
+    assert_int_equal(m.n_held, 0);
+    assert_int_equal(m.peak_held, 2);
+    assert_int_equal(m.n_entries, 0);
+    iot_match_free(&m);
+}
+
 /* A long call is recorded only when it returns, long after the disk
  * operations of its early writes: the POSIX calls it makes meanwhile (with
  * its CallID) keep them waiting for it; without them they are given up. */
@@ -554,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_match_group_reuse),
         cmocka_unit_test(test_match_completion),
         cmocka_unit_test(test_match_posix_keeps_window),
+        cmocka_unit_test(test_match_pairs),
         cmocka_unit_test(test_stats_small_job),
         cmocka_unit_test(test_ops_buckets),
         cmocka_unit_test(test_bounded_memory),

@@ -1,0 +1,855 @@
+#include "export_slog2.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "analysis.h"
+#include "iot_functions.h"
+#include "slog2_write.h"
+#include "wire.h"
+
+/* Category indices: a state category per function id (MPI-IO, POSIX and
+ * disk ids are disjoint and below 256), then the arrows and the marker of
+ * time 0. */
+enum {
+    CAT_READ_PATH = 256,
+    CAT_WRITE_PATH,
+    CAT_OTHER_PATH,
+    CAT_ORIGIN,
+    N_CATS
+};
+
+enum { D_STATE, D_ARROW, D_EVENT };
+
+/* A drawable waiting until nothing can end before it any more. */
+struct pending {
+    int64_t end, start; /* arrow: end = the later vertex, start = send time */
+    int64_t recv;       /* arrow: receive time */
+    uint64_t seq;       /* keeps equal end times in creation order */
+    uint64_t callid;
+    int64_t offset;
+    uint64_t bytes;
+    int32_t cat, from, to;
+    uint8_t type;
+};
+
+/* A lane: the states open on one timeline, outermost first.  A state goes
+ * on the first lane of its timeline where it nests inside the innermost
+ * open state (or where nothing is open), which keeps every lane drawable
+ * as Jumpshot draws nested states. */
+struct lane {
+    int32_t line;
+    int64_t *open; /* end times */
+    size_t n, cap;
+};
+
+/* A timeline: one MPI rank (every thread of the process) or one thread of a
+ * storage server, with its lanes. */
+struct timeline {
+    uint64_t key; /* producer << 32 | tid (UINT32_MAX for a whole process) */
+    struct lane *lanes;
+    size_t n_lanes;
+};
+
+/* What the line-ID map shows for a line. */
+struct line_info {
+    int32_t node, rank, brick, thread, lane;
+    uint8_t used;
+};
+
+struct run {
+    const struct xp_slog2_options *o;
+    struct xp_slog2_result *r;
+    struct xp_data *d;
+    struct iot_merge merge;
+    struct iot_match match;
+    iot_slog2_writer *w;
+    char *err;
+    size_t errlen;
+    int failed;
+    /* timelines, found by key through open addressing */
+    struct timeline *tl;
+    size_t n_tl, cap_tl;
+    uint32_t *tl_index;
+    size_t tl_size;
+    struct line_info *lines;
+    size_t n_lines, cap_lines;
+    int32_t *node_index;  /* per node string: its rank in name order */
+    int32_t *brick_index; /* per producer: its rank among the servers, -1 */
+    size_t n_node_index, n_brick_index; /* what the store held when the run began */
+    uint8_t defined[N_CATS];
+    /* drawables in end-time order */
+    struct pending *heap;
+    size_t heap_n, heap_cap;
+    uint64_t seq;
+    int64_t origin, written_end;
+    int origin_set, marker_done;
+    char *origin_note;
+};
+
+static int fail(struct run *s, const char *fmt, const char *a)
+{
+    if (!s->failed)
+        snprintf(s->err, s->errlen, fmt, a);
+    s->failed = 1;
+    return -1;
+}
+
+static int oom(struct run *s) { return fail(s, "out of memory %s", "writing the SLOG-2 file"); }
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap * 2 : 64;
+    while (n < need)
+        n *= 2;
+    void *q = realloc(*p, n * size);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* ---- layers ------------------------------------------------------------- */
+
+int xp_slog2_layers(const char *list, unsigned *layers, char *err, size_t errlen)
+{
+    static const struct { const char *name; unsigned bit; } names[] = {
+        {"mpiio", XP_LAYER_MPIIO}, {"posix", XP_LAYER_POSIX}, {"disk", XP_LAYER_DISK},
+        {"arrows", XP_LAYER_ARROWS}, {"all", XP_LAYER_ALL}};
+    *layers = 0;
+    const char *p = list;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        unsigned bit = 0;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strlen(names[i].name) == len && strncmp(p, names[i].name, len) == 0)
+                bit = names[i].bit;
+        if (!bit) {
+            snprintf(err, errlen, "unknown layer '%.*s' (layers: mpiio, posix, disk, arrows, all)",
+                     (int)len, p);
+            return -1;
+        }
+        *layers |= bit;
+        if (!p[len])
+            return 0;
+        p += len + 1;
+    }
+}
+
+/* ---- categories --------------------------------------------------------- */
+
+static int contains(const char *s, const char *part) { return strstr(s, part) != NULL; }
+
+enum { K_READ, K_WRITE, K_OTHER };
+
+static int io_kind(const char *name)
+{
+    return contains(name, "read") ? K_READ : contains(name, "write") ? K_WRITE : K_OTHER;
+}
+
+static int is_completion(const char *name)
+{
+    return strncmp(name, "MPI_Wait", 8) == 0 || strncmp(name, "MPI_Test", 8) == 0;
+}
+
+/* Families of colours: the disk operations orange (read), blue (write) and
+ * white (the rest), as the arrows pointing at them; MPI-IO calls green
+ * (read), red (write), yellow (open, close, delete), grey (completions) and
+ * violet (the rest); POSIX calls in paler shades.  Within a family each
+ * function gets its own brightness, so neighbours in the legend differ. */
+static const char *func_name(unsigned func)
+{
+    const char *name = iot_func_name(func);
+    return name && name[0] ? name : "unknown";
+}
+
+static void colour_of(unsigned func, uint8_t rgb[3])
+{
+    static const uint8_t disk[3][3] = {{255, 165, 0}, {0, 0, 255}, {255, 255, 255}};
+    static const uint8_t mpiio[3][3] = {{0, 200, 0}, {220, 0, 0}, {150, 80, 220}};
+    static const uint8_t posix[3][3] = {{120, 230, 200}, {255, 140, 180}, {190, 190, 190}};
+    static const uint8_t completion[3] = {160, 160, 160}, open_close[3] = {240, 220, 0};
+    const char *name = func_name(func);
+    int kind = io_kind(name);
+    const uint8_t *base;
+    switch (iot_func_kind(func)) {
+    case IOT_KIND_DISK:
+        memcpy(rgb, disk[kind], 3);
+        return;
+    case IOT_KIND_POSIX:
+        base = posix[kind];
+        break;
+    default:
+        base = mpiio[kind];
+        if (is_completion(name))
+            base = completion;
+        else if (contains(name, "_open") || contains(name, "_close") || contains(name, "_delete"))
+            base = open_close;
+        break;
+    }
+    double scale = 0.65 + 0.35 * (double)((func * 7u) % 8u) / 7.0;
+    for (int i = 0; i < 3; i++)
+        rgb[i] = (uint8_t)lround(base[i] * scale);
+}
+
+static const char STATE_LABEL[] = "CallID=0x%X offset=%l bytes=%l";
+static const char ARROW_LABEL[] = "CallID=0x%X";
+
+static int define(struct run *s, int32_t cat)
+{
+    if (s->defined[cat])
+        return 0;
+    char name[64];
+    struct iot_slog2_catdef c;
+    if (cat < CAT_READ_PATH) {
+        uint8_t rgb[3];
+        colour_of((unsigned)cat, rgb);
+        int disk = iot_func_kind((unsigned)cat) == IOT_KIND_DISK;
+        snprintf(name, sizeof name, "%s%s", disk ? "disk " : "", func_name((unsigned)cat));
+        c = (struct iot_slog2_catdef){.index = cat, .name = name, .topo = IOT_SLOG2_STATE,
+                                      .red = rgb[0], .green = rgb[1], .blue = rgb[2],
+                                      .alpha = 255, .width = 1, .label = STATE_LABEL};
+    } else if (cat == CAT_ORIGIN) {
+        c = (struct iot_slog2_catdef){.index = cat, .name = "iotrace time 0",
+                                      .topo = IOT_SLOG2_EVENT, .red = 255, .green = 255,
+                                      .blue = 0, .alpha = 255, .width = 3, .label = "%s"};
+    } else {
+        static const char *const names[] = {"Read Path", "Write Path", "Other Path"};
+        static const uint8_t rgb[3][3] = {{255, 165, 0}, {0, 0, 255}, {255, 255, 255}};
+        int k = cat - CAT_READ_PATH;
+        c = (struct iot_slog2_catdef){.index = cat, .name = names[k], .topo = IOT_SLOG2_ARROW,
+                                      .red = rgb[k][0], .green = rgb[k][1], .blue = rgb[k][2],
+                                      .alpha = 255, .width = 3, .label = ARROW_LABEL};
+    }
+    if (iot_slog2_writer_category(s->w, &c) < 0)
+        return fail(s, "%s", iot_slog2_writer_error(s->w));
+    s->defined[cat] = 1;
+    return 0;
+}
+
+/* ---- the end-time heap -------------------------------------------------- */
+
+static int before(const struct pending *a, const struct pending *b)
+{
+    return a->end < b->end || (a->end == b->end && a->seq < b->seq);
+}
+
+static int push(struct run *s, struct pending p)
+{
+    if (grow((void **)&s->heap, &s->heap_cap, s->heap_n + 1, sizeof *s->heap) < 0)
+        return oom(s);
+    p.seq = s->seq++;
+    size_t i = s->heap_n++;
+    while (i > 0 && before(&p, &s->heap[(i - 1) / 2])) {
+        s->heap[i] = s->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    s->heap[i] = p;
+    if (s->heap_n > s->r->held_peak)
+        s->r->held_peak = s->heap_n;
+    return 0;
+}
+
+static struct pending pop(struct run *s)
+{
+    struct pending top = s->heap[0], last = s->heap[--s->heap_n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= s->heap_n)
+            break;
+        if (c + 1 < s->heap_n && before(&s->heap[c + 1], &s->heap[c]))
+            c++;
+        if (!before(&s->heap[c], &last))
+            break;
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    if (s->heap_n)
+        s->heap[i] = last;
+    return top;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static double seconds(const struct run *s, int64_t ns) { return (double)(ns - s->origin) / 1e9; }
+
+static int in_window(const struct run *s, int64_t start, int64_t end)
+{
+    return seconds(s, end) >= s->o->from_s && seconds(s, start) <= s->o->to_s;
+}
+
+static int write_one(struct run *s, const struct pending *p)
+{
+    if (p->end < s->written_end) {
+        s->r->late++; /* a later drawable is already in the file */
+        return 0;
+    }
+    if (!in_window(s, p->type == D_ARROW ? (p->start < p->recv ? p->start : p->recv) : p->start,
+                   p->end))
+        return 0;
+    struct iot_slog2_value v[3] = {{.type = 'X', .u.i = (int64_t)p->callid},
+                                   {.type = 'l', .u.i = p->offset},
+                                   {.type = 'l', .u.i = (int64_t)p->bytes}};
+    int rc;
+    if (p->type == D_STATE) {
+        rc = iot_slog2_writer_state(s->w, p->cat, p->from, seconds(s, p->start),
+                                    seconds(s, p->end), v, 3);
+        s->r->states += rc == 0;
+    } else if (p->type == D_ARROW) {
+        rc = iot_slog2_writer_arrow(s->w, p->cat, p->from, seconds(s, p->start), p->to,
+                                    seconds(s, p->recv), v, 1);
+        s->r->arrows += rc == 0;
+    } else {
+        struct iot_slog2_value note = {.type = 's'};
+        note.u.s.p = s->origin_note;
+        note.u.s.len = (uint16_t)strlen(s->origin_note);
+        rc = iot_slog2_writer_event(s->w, p->cat, p->from, seconds(s, p->start), &note, 1);
+        s->r->events += rc == 0;
+    }
+    if (rc < 0)
+        return fail(s, "%s", iot_slog2_writer_error(s->w));
+    s->written_end = p->end;
+    s->lines[p->from].used = 1;
+    if (p->type == D_ARROW)
+        s->lines[p->to].used = 1;
+    return 0;
+}
+
+/* Writes what ends at or before `until`: nothing made from now on can end
+ * earlier (a state ends after it starts, an arrow at its later vertex). */
+static int release(struct run *s, int64_t until)
+{
+    while (s->heap_n && s->heap[0].end <= until) {
+        struct pending p = pop(s);
+        if (write_one(s, &p) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- timelines and lanes ------------------------------------------------ */
+
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+static size_t tl_slot(const struct run *s, uint64_t key)
+{
+    size_t mask = s->tl_size - 1, i = (size_t)mix(key) & mask;
+    while (s->tl_index[i] && s->tl[s->tl_index[i] - 1].key != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static int tl_rehash(struct run *s)
+{
+    size_t n = s->tl_size ? s->tl_size * 2 : 256;
+    uint32_t *t = calloc(n, sizeof *t);
+    if (!t)
+        return -1;
+    free(s->tl_index);
+    s->tl_index = t;
+    s->tl_size = n;
+    for (size_t i = 0; i < s->n_tl; i++)
+        s->tl_index[tl_slot(s, s->tl[i].key)] = (uint32_t)i + 1;
+    return 0;
+}
+
+static int new_line(struct run *s, const struct timeline *t, int32_t *line)
+{
+    if (s->n_lines >= INT32_MAX ||
+        grow((void **)&s->lines, &s->cap_lines, s->n_lines + 1, sizeof *s->lines) < 0)
+        return -1;
+    uint32_t producer = (uint32_t)(t->key >> 32), tid = (uint32_t)t->key;
+    const struct xp_producer *p = &s->d->producers[producer];
+    int server = p->kind == IOTRACE__PRODUCER_KIND__PRODUCER_SERVER;
+    /* A store still being written may name nodes and servers that were
+     * not there when they were numbered. */
+    s->lines[s->n_lines] = (struct line_info){
+        .node = p->node < s->n_node_index ? s->node_index[p->node] : -1,
+        .rank = !server && p->rank >= 0 ? p->rank : -1,
+        .brick = server && producer < s->n_brick_index ? s->brick_index[producer] : -1,
+        .thread = tid == UINT32_MAX ? -1 : (int32_t)tid,
+        .lane = (int32_t)t->n_lanes};
+    *line = (int32_t)s->n_lines++;
+    return 0;
+}
+
+static struct timeline *timeline_of(struct run *s, uint64_t key)
+{
+    if ((s->n_tl + 1) * 2 > s->tl_size && tl_rehash(s) < 0)
+        return NULL;
+    size_t i = tl_slot(s, key);
+    if (s->tl_index[i])
+        return &s->tl[s->tl_index[i] - 1];
+    if (grow((void **)&s->tl, &s->cap_tl, s->n_tl + 1, sizeof *s->tl) < 0)
+        return NULL;
+    s->tl[s->n_tl] = (struct timeline){.key = key};
+    s->tl_index[i] = (uint32_t)++s->n_tl;
+    return &s->tl[s->n_tl - 1];
+}
+
+static int add_lane(struct run *s, struct timeline *t)
+{
+    size_t cap = t->n_lanes;
+    if (grow((void **)&t->lanes, &cap, t->n_lanes + 1, sizeof *t->lanes) < 0)
+        return -1;
+    struct lane *l = &t->lanes[t->n_lanes];
+    *l = (struct lane){0};
+    if (new_line(s, t, &l->line) < 0)
+        return -1;
+    t->n_lanes++;
+    return 0;
+}
+
+/* Processes run on one timeline whatever their threads; a server's
+ * threads each have their own. */
+static uint64_t timeline_key(const struct xp_data *d, const struct xp_event *ev)
+{
+    int server = d->producers[ev->producer].kind == IOTRACE__PRODUCER_KIND__PRODUCER_SERVER;
+    return (uint64_t)ev->producer << 32 | (server ? ev->tid : UINT32_MAX);
+}
+
+/* The line a state [start, end] goes on (states come in start order). */
+static int place(struct run *s, const struct xp_event *ev, int32_t *line)
+{
+    struct timeline *t = timeline_of(s, timeline_key(s->d, ev));
+    if (!t)
+        return -1;
+    for (size_t k = 0;; k++) {
+        if (k == t->n_lanes && add_lane(s, t) < 0)
+            return -1;
+        struct lane *l = &t->lanes[k];
+        while (l->n && l->open[l->n - 1] <= ev->t_start)
+            l->n--;
+        if (l->n && l->open[l->n - 1] < ev->t_end)
+            continue; /* would overlap the innermost open state without nesting */
+        if (grow((void **)&l->open, &l->cap, l->n + 1, sizeof *l->open) < 0)
+            return -1;
+        l->open[l->n++] = ev->t_end;
+        *line = l->line;
+        return 0;
+    }
+}
+
+/* Every MPI rank gets its timeline up front, in the order of (job, rank),
+ * so that Jumpshot's identity view starts with the ranks in order; servers
+ * and extra lanes follow as they appear. */
+static int cmp_rank(const void *a, const void *b, void *ctx)
+{
+    const struct xp_data *d = ctx;
+    const struct xp_producer *x = &d->producers[*(const uint32_t *)a];
+    const struct xp_producer *y = &d->producers[*(const uint32_t *)b];
+    int c = strcmp(xp_string(&d->jobs, x->job), xp_string(&d->jobs, y->job));
+    if (c)
+        return c;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    if ((c = strcmp(xp_string(&d->nodes, x->node), xp_string(&d->nodes, y->node))))
+        return c;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static int cmp_name(const void *a, const void *b, void *ctx)
+{
+    const char *const *names = ctx;
+    return strcmp(names[*(const uint32_t *)a], names[*(const uint32_t *)b]);
+}
+
+/* Ranks of the names in sorted order (equal names share a rank). */
+static int rank_names(const char **names, size_t n, int32_t *out)
+{
+    uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (!order)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        order[i] = (uint32_t)i;
+    qsort_r(order, n, sizeof *order, cmp_name, names);
+    int32_t r = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || strcmp(names[order[i - 1]], names[order[i]]) != 0)
+            r++;
+        out[order[i]] = r;
+    }
+    free(order);
+    return 0;
+}
+
+static const char *server_name(const struct xp_data *d, uint32_t producer)
+{
+    const struct xp_producer *p = &d->producers[producer];
+    const char *server = xp_string(&d->servers, p->server);
+    return server[0] ? server : xp_string(&d->nodes, p->node);
+}
+
+static int is_server(const struct xp_data *d, uint32_t producer)
+{
+    return d->producers[producer].kind == IOTRACE__PRODUCER_KIND__PRODUCER_SERVER;
+}
+
+static int number_nodes_and_bricks(struct run *s)
+{
+    struct xp_data *d = s->d;
+    size_t n = d->nodes.n > d->n_producers ? d->nodes.n : d->n_producers;
+    const char **names = malloc((n ? n : 1) * sizeof *names);
+    s->node_index = malloc((d->nodes.n + 1) * sizeof *s->node_index);
+    s->brick_index = malloc((d->n_producers + 1) * sizeof *s->brick_index);
+    uint32_t *which = malloc((d->n_producers + 1) * sizeof *which);
+    if (!names || !s->node_index || !s->brick_index || !which) {
+        free(names);
+        free(which);
+        return -1;
+    }
+    for (size_t i = 0; i < d->nodes.n; i++)
+        names[i] = d->nodes.str[i];
+    s->n_node_index = d->nodes.n;
+    s->n_brick_index = d->n_producers;
+    int rc = rank_names(names, d->nodes.n, s->node_index);
+    for (size_t i = 0; i < d->nodes.n; i++)
+        s->node_index[i]--; /* "" (no node, index 0) sorts first: nodes count from 0 */
+    size_t k = 0;
+    for (uint32_t p = 0; p < d->n_producers; p++) {
+        s->brick_index[p] = -1;
+        if (is_server(d, p)) {
+            which[k] = p;
+            names[k++] = server_name(d, p);
+        }
+    }
+    int32_t *r = malloc((k + 1) * sizeof *r);
+    if (rc == 0 && r && rank_names(names, k, r) == 0)
+        for (size_t i = 0; i < k; i++)
+            s->brick_index[which[i]] = r[i];
+    else
+        rc = -1;
+    free(r);
+    free(names);
+    free(which);
+    return rc;
+}
+
+static int wanted_producer(const struct run *s, uint32_t p)
+{
+    const struct xp_producer *x = &s->d->producers[p];
+    return x->kind == IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT && x->rank >= 0 &&
+           (s->o->job == UINT32_MAX || x->job == s->o->job);
+}
+
+static int rank_timelines(struct run *s)
+{
+    uint32_t *v = malloc((s->d->n_producers + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    size_t n = 0;
+    for (uint32_t p = 0; p < s->d->n_producers; p++)
+        if (wanted_producer(s, p))
+            v[n++] = p;
+    qsort_r(v, n, sizeof *v, cmp_rank, s->d);
+    for (size_t i = 0; i < n; i++) {
+        struct timeline *t = timeline_of(s, (uint64_t)v[i] << 32 | UINT32_MAX);
+        if (!t || (t->n_lanes == 0 && add_lane(s, t) < 0)) {
+            free(v);
+            return -1;
+        }
+    }
+    free(v);
+    return 0;
+}
+
+/* The popup of the time-0 marker: what the numbers of the line-ID map
+ * stand for, and when time 0 is. */
+static int origin_note(struct run *s)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return -1;
+    time_t sec = (time_t)(s->origin / 1000000000);
+    struct tm tm;
+    char when[32];
+    gmtime_r(&sec, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(f, "time 0 = %s.%09lldZ (collector clock)", when,
+            (long long)(s->origin % 1000000000));
+    fputs("; nodes:", f);
+    for (size_t i = 0; i < s->n_node_index; i++)
+        if (s->d->nodes.str[i][0])
+            fprintf(f, " %d=%s", s->node_index[i], s->d->nodes.str[i]);
+    int any = 0;
+    for (uint32_t p = 0; p < s->n_brick_index; p++)
+        if (s->brick_index[p] >= 0)
+            fprintf(f, "%s %d=%s", any++ ? "" : "; bricks:", s->brick_index[p],
+                    server_name(s->d, p));
+    if (fclose(f) != 0) {
+        free(buf);
+        return -1;
+    }
+    if (len > 32000)
+        buf[32000] = '\0'; /* a label value is at most 32767 bytes */
+    s->origin_note = buf;
+    return 0;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static int layer_of(const struct xp_event *ev)
+{
+    return ev->kind == XP_MPIIO ? XP_LAYER_MPIIO : ev->kind == XP_POSIX ? XP_LAYER_POSIX
+                                                                      : XP_LAYER_DISK;
+}
+
+static void start_file(struct run *s, int64_t t0)
+{
+    s->origin = t0;
+    s->origin_set = 1;
+    s->written_end = INT64_MIN;
+    s->r->origin_ns = t0;
+}
+
+/* The marker of time 0 goes on the first rank's timeline, or without ranks
+ * on the first timeline used; either way before any drawable is written,
+ * as it ends first. */
+static int mark_origin(struct run *s, int32_t line)
+{
+    s->marker_done = 1;
+    if (origin_note(s) < 0)
+        return oom(s);
+    if (define(s, CAT_ORIGIN) < 0)
+        return -1;
+    return push(s, (struct pending){.end = s->origin, .start = s->origin, .cat = CAT_ORIGIN,
+                                    .from = line, .type = D_EVENT});
+}
+
+static int on_ordered(void *ctx, const struct xp_event *ev)
+{
+    struct run *s = ctx;
+    if (ev->kind == XP_DROP)
+        return 0;
+    if (!s->origin_set)
+        start_file(s, ev->t_start);
+    if (release(s, ev->t_start) < 0)
+        return -1;
+    iot_match_expire(&s->match, ev->t_start);
+    unsigned layer = (unsigned)layer_of(ev);
+    int for_arrows = (s->o->layers & XP_LAYER_ARROWS) && ev->kind != XP_POSIX && ev->callid;
+    uint32_t tag = UINT32_MAX;
+    if ((s->o->layers & layer) || for_arrows) {
+        int32_t line;
+        if (place(s, ev, &line) < 0)
+            return oom(s);
+        tag = (uint32_t)line;
+        if (!s->marker_done && mark_origin(s, 0) < 0)
+            return -1;
+        if ((s->o->layers & layer) && (define(s, ev->func) < 0 ||
+                                       push(s, (struct pending){.end = ev->t_end,
+                                                                .start = ev->t_start,
+                                                                .callid = ev->callid,
+                                                                .offset = ev->offset,
+                                                                .bytes = ev->bytes,
+                                                                .cat = ev->func, .from = line,
+                                                                .type = D_STATE}) < 0))
+            return -1;
+    }
+    if (iot_match_event_tagged(&s->match, ev, tag) < 0)
+        return s->failed ? -1 : oom(s);
+    return 0;
+}
+
+/* Arrows go from the call's start to the disk operation's start, as the
+ * thesis's Slog2ToArrowSlog2 drew them; the later vertex is the arrow's end
+ * time, which is never before the start of the event being processed. */
+static int on_pair(void *ctx, const struct xp_event *call, uint32_t call_line,
+                   const struct xp_event *disk, uint32_t disk_line)
+{
+    struct run *s = ctx;
+    s->r->pairs++;
+    if (!(s->o->layers & XP_LAYER_ARROWS) || call_line == UINT32_MAX || disk_line == UINT32_MAX)
+        return 0;
+    int kind = io_kind(func_name(disk->func));
+    int32_t cat = kind == K_READ ? CAT_READ_PATH : kind == K_WRITE ? CAT_WRITE_PATH : CAT_OTHER_PATH;
+    if (define(s, cat) < 0)
+        return -1;
+    int64_t send = call->t_start, recv = disk->t_start;
+    return push(s, (struct pending){.end = send > recv ? send : recv, .start = send, .recv = recv,
+                                    .callid = disk->callid, .cat = cat,
+                                    .from = (int32_t)call_line, .to = (int32_t)disk_line,
+                                    .type = D_ARROW});
+}
+
+/* ---- reading the store -------------------------------------------------- */
+
+static int on_event(void *ctx, const struct xp_data *d, const struct xp_event *in, char *err,
+                    size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    struct run *s = ctx;
+    struct xp_event ev = *in;
+    /* A process that learned its job in MPI_Init: what it did before is
+     * the job's too (export.c does the same for --jsonl). */
+    if (ev.job == 0 && ev.kind != XP_DISK)
+        ev.job = d->producers[ev.producer].job;
+    if (s->o->job != UINT32_MAX && ev.job != s->o->job)
+        return 0;
+    if (iot_merge_push(&s->merge, &ev) < 0)
+        return oom(s);
+    return 0;
+}
+
+static int advance(struct run *s, int64_t now)
+{
+    if (iot_merge_advance(&s->merge, now, on_ordered, s) != 0)
+        return -1;
+    /* Nothing not yet released starts before the watermark (late events
+     * aside): calls whose window has ended are closed, and what ends
+     * before it is written. */
+    iot_match_expire(&s->match, s->merge.watermark);
+    return s->origin_set ? release(s, s->merge.watermark) : 0;
+}
+
+static int on_batch_done(void *ctx, const struct xp_data *d, uint32_t producer, uint64_t recv_ns,
+                         char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    struct run *s = ctx;
+    if (d->producers[producer].last_batch == d->batches)
+        iot_merge_close_producer(&s->merge, producer);
+    return advance(s, (int64_t)recv_ns);
+}
+
+static int finish(struct run *s)
+{
+    if (iot_merge_finish(&s->merge, on_ordered, s) != 0)
+        return -1;
+    iot_match_finish(&s->match);
+    return s->origin_set ? release(s, INT64_MAX) : 0;
+}
+
+/* ---- the line-ID map ---------------------------------------------------- */
+
+static int write_map(struct run *s)
+{
+    static const char *const columns[] = {"node", "rank", "brick", "thread", "lane"};
+    enum { W = 6 };
+    int32_t *rows = malloc((s->n_lines + 1) * W * sizeof *rows);
+    if (!rows)
+        return oom(s);
+    int32_t n = 0;
+    for (size_t i = 0; i < s->n_lines; i++) {
+        const struct line_info *l = &s->lines[i];
+        if (!l->used)
+            continue;
+        int32_t *row = rows + (size_t)n++ * W;
+        row[0] = (int32_t)i;
+        row[1] = l->node;
+        row[2] = l->rank;
+        row[3] = l->brick;
+        row[4] = l->thread;
+        row[5] = l->lane;
+    }
+    struct iot_slog2_mapdef m = {.title = "iotrace: node, rank or brick, thread, lane",
+                                 .n_columns = W - 1, .columns = columns, .n_rows = n,
+                                 .rows = rows};
+    int rc = n == 0 || iot_slog2_writer_lineidmap(s->w, &m) == 0
+                 ? 0
+                 : fail(s, "%s", iot_slog2_writer_error(s->w));
+    free(rows);
+    s->r->lines = (uint32_t)n;
+    return rc;
+}
+
+/* ---- the whole run ------------------------------------------------------ */
+
+/* The statistics' half of the matcher is not needed here. */
+static void ignore_closed(void *ctx, const struct iot_match_closed *c)
+{
+    (void)ctx;
+    (void)c;
+}
+
+static void free_run(struct run *s)
+{
+    iot_merge_free(&s->merge);
+    iot_match_free(&s->match);
+    for (size_t i = 0; i < s->n_tl; i++) {
+        for (size_t k = 0; k < s->tl[i].n_lanes; k++)
+            free(s->tl[i].lanes[k].open);
+        free(s->tl[i].lanes);
+    }
+    free(s->tl);
+    free(s->tl_index);
+    free(s->lines);
+    free(s->node_index);
+    free(s->brick_index);
+    free(s->heap);
+    free(s->origin_note);
+}
+
+static int close_file(struct run *s)
+{
+    struct iot_slog2_writer_stats st;
+    iot_slog2_writer_stats(s->w, &st);
+    s->r->depth = st.depth;
+    s->r->nodes_written = st.nodes_written + (uint64_t)st.depth + 1; /* + the open path */
+    s->r->writer_peak_bytes = st.peak_bytes;
+    char why[512];
+    int rc = iot_slog2_writer_close(s->w, why, sizeof why);
+    s->w = NULL;
+    if (rc < 0)
+        return fail(s, "%s", why);
+    struct stat sb;
+    if (stat(s->o->path, &sb) == 0)
+        s->r->file_bytes = (int64_t)sb.st_size;
+    return 0;
+}
+
+int xp_slog2(struct xp_data *d, const struct xp_slog2_options *o, struct xp_slog2_result *r,
+             char *err, size_t errlen)
+{
+    struct run s = {.o = o, .r = r, .d = d, .err = err, .errlen = errlen};
+    *r = (struct xp_slog2_result){0};
+    struct iot_merge_config mc = {.lateness_ns = o->lateness_ns,
+                                  .idle_ns = IOT_AN_DEFAULT_IDLE_NS};
+    iot_merge_init(&s.merge, &mc);
+    struct iot_slog2_options wo = {.leaf_bytesize = o->leaf_bytesize,
+                                   .children_per_node = o->children};
+    if (iot_match_init(&s.match, o->grace_ns, ignore_closed, NULL) < 0 ||
+        number_nodes_and_bricks(&s) < 0 || rank_timelines(&s) < 0) {
+        free_run(&s);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    iot_match_set_pairs(&s.match, on_pair, &s);
+    if (!(s.w = iot_slog2_writer_open(o->path, &wo, err, errlen))) {
+        free_run(&s);
+        return -1;
+    }
+    int rc = xp_read_store_batches(o->store, d, on_event, on_batch_done, &s, err, errlen);
+    if (rc == 0)
+        rc = finish(&s);
+    if (rc == 0 && r->states + r->arrows == 0)
+        rc = o->job != UINT32_MAX && !s.origin_set
+                 ? fail(&s, "job '%s' has no events in the store", o->job_name)
+                 : fail(&s, "nothing to draw%s", s.origin_set ? " in the time window and layers chosen" : "");
+    if (rc == 0)
+        rc = write_map(&s);
+    if (rc == 0)
+        rc = close_file(&s);
+    if (s.w)
+        iot_slog2_writer_abort(s.w);
+    free_run(&s);
+    return rc;
+}

@@ -1,0 +1,189 @@
+"""Checks of `iotrace-export --slog2` against `--jsonl` of the same store,
+read back with the project's SLOG-2 reader (`--dump-slog2`, which also
+checks the tree's invariants): the file must hold a state for every event
+on the timeline of its rank or server thread, without states on one lane
+overlapping except by nesting, and an arrow of the right category and
+colour from each MPI-IO call to each disk operation that carried its
+CallID, as many arrows as there are call -> disk operation pairs in the
+JSON Lines."""
+import collections
+import re
+import subprocess
+
+ARROW_COLOURS = {"Read Path": (255, 165, 0), "Write Path": (0, 0, 255), "Other Path": (255, 255, 255)}
+
+CAT_RE = re.compile(r'^category index=(-?\d+) name="([^"]*)" topo=(\w+) color=\((\d+),(\d+),(\d+),')
+DRAW_RE = re.compile(r'^drawable ID\((\d+),(\d+)\) \w+ \d+ Primitive cat=(-?\d+) topo=(\w+) '
+                     r'TimeBBox\(([^,]+),([^)]+)\) \[([^\]]*)\] bsize=\d+ info="([^"]*)"')
+VERTEX_RE = re.compile(r'\(([^,]+), (-?\d+)\)')
+MAP_RE = re.compile(r'^lineid map=(\d+) line=(-?\d+) values=\[([^\]]*)\]')
+HEADER_RE = re.compile(r'MaxTreeDepth=(\d+)')
+
+
+def fail(msg):
+    raise AssertionError(msg)
+
+
+class Dump:
+    """What `iotrace-export --dump-slog2` printed, parsed."""
+
+    def __init__(self, export, path):
+        res = subprocess.run([export, "--dump-slog2", path], capture_output=True, text=True,
+                             timeout=300)
+        if res.returncode != 0:
+            fail(f"--dump-slog2 {path} exited {res.returncode}: {res.stderr}\n"
+                 + "\n".join(l for l in res.stdout.splitlines() if l.startswith("violation"))[:3000])
+        self.categories, self.drawables, self.maps = {}, [], collections.defaultdict(dict)
+        self.depth = None
+        for line in res.stdout.splitlines():
+            if line.startswith("header"):
+                self.depth = int(HEADER_RE.search(line).group(1))
+            elif m := CAT_RE.match(line):
+                self.categories[int(m.group(1))] = (m.group(2), m.group(3),
+                                                    tuple(int(m.group(i)) for i in (4, 5, 6)))
+            elif m := DRAW_RE.match(line):
+                verts = [(float(t), int(l)) for t, l in VERTEX_RE.findall(m.group(7))]
+                self.drawables.append({"cat": int(m.group(3)), "topo": m.group(4),
+                                       "verts": verts, "info": m.group(8)})
+            elif m := MAP_RE.match(line):
+                self.maps[int(m.group(1))][int(m.group(2))] = [int(v) for v in m.group(3).split(",")]
+        if not res.stdout.rstrip().splitlines()[-1].endswith("violations=0"):
+            fail(f"{path}: the reader found violations")
+
+    def name(self, d):
+        return self.categories[d["cat"]][0]
+
+    def of_topo(self, topo):
+        return [d for d in self.drawables if d["topo"] == topo]
+
+    def line_map(self):
+        """line -> [node, rank, brick, thread, lane] from iotrace's map."""
+        for rows in self.maps.values():
+            if rows and len(next(iter(rows.values()))) == 5:
+                return rows
+        fail("no line-ID map with node, rank, brick, thread, lane")
+
+
+def export_slog2(export, store, path, *args):
+    res = subprocess.run([export, "--store", store, "--slog2", path, *args],
+                         capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        fail(f"--slog2 {' '.join(args)} exited {res.returncode}: {res.stderr}")
+    return res.stderr
+
+
+def callid_of(info):
+    m = re.match(r"CallID=0x([0-9a-f]+)", info)
+    return "0x" + m.group(1) if m else None
+
+
+def state_name(e):
+    return ("disk " if e["kind"] == "disk" else "") + e["func"]
+
+
+def path_kind(func):
+    return "Read Path" if "read" in func else "Write Path" if "write" in func else "Other Path"
+
+
+def check_lanes(states):
+    """On one line, states nest or follow each other, never cross."""
+    by_line = collections.defaultdict(list)
+    for d in states:
+        by_line[d["verts"][0][1]].append((d["verts"][0][0], d["verts"][1][0]))
+    for line, spans in by_line.items():
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        stack = []
+        for s, e in spans:
+            while stack and stack[-1] <= s:
+                stack.pop()
+            if stack and stack[-1] < e:
+                fail(f"line {line}: state [{s}, {e}] crosses an open state ending at {stack[-1]}")
+            stack.append(e)
+
+
+def check(export, store, events, job, tmp, label):
+    """events: the --jsonl export of the job.  Returns the number of arrows."""
+    path = f"{tmp}/{label}.slog2"
+    summary = export_slog2(export, store, path, "--job", job)
+    dump = Dump(export, path)
+    origin = min(e["t_start"] for e in events if e["kind"] != "drop")
+    t = lambda ns: (ns - origin) / 1e9  # noqa: E731
+
+    # A state for every event, under its function's category, with its CallID.
+    want = collections.Counter((state_name(e), e["callid"] or "0x0") for e in events
+                               if e["kind"] in ("mpiio", "posix", "disk"))
+    states = dump.of_topo("State")
+    got = collections.Counter((dump.name(d), callid_of(d["info"])) for d in states)
+    if got != want:
+        fail(f"{label}: states differ from the events: missing {list((want - got).items())[:5]}, "
+             f"extra {list((got - want).items())[:5]}")
+    check_lanes(states)
+
+    # An arrow per call -> disk operation pair, from the call to the disk
+    # operation, in the category (and colour) of the disk operation's kind.
+    calls = {}
+    for e in events:
+        if e["kind"] == "mpiio":
+            calls.setdefault((e["job"], e["callid"]), e)
+    pairs = [(calls[(e["job"], e["callid"])], e) for e in events
+             if e["kind"] == "disk" and e["callid"] and (e["job"], e["callid"]) in calls]
+    arrows = dump.of_topo("Arrow")
+    if len(arrows) != len(pairs):
+        fail(f"{label}: {len(arrows)} arrows for {len(pairs)} call -> disk operation pairs")
+    lines = dump.line_map()
+    # Times are compared exactly: both sides divide the same integer
+    # nanoseconds by 1e9, and the reader prints doubles that read back exact.
+    want_arrows = collections.Counter((path_kind(d["func"]), d["callid"], c["rank"], d["tid"],
+                                       t(c["t_start"]), t(d["t_start"])) for c, d in pairs)
+    got_arrows = collections.Counter()
+    for a in arrows:
+        (send, src), (recv, dst) = a["verts"]
+        name, _, rgb = dump.categories[a["cat"]]
+        if ARROW_COLOURS.get(name) != rgb:
+            fail(f"{label}: arrow category {name} has colour {rgb}")
+        got_arrows[(name, callid_of(a["info"]), lines[src][1], lines[dst][3], send, recv)] += 1
+    if got_arrows != want_arrows:
+        fail(f"{label}: arrows differ from the pairs: missing "
+             f"{list((want_arrows - got_arrows).items())[:3]}, extra "
+             f"{list((got_arrows - want_arrows).items())[:3]}")
+    per_kind = collections.Counter(k[0] for k in want_arrows.elements())
+    print(f"ok: {label}: {len(states)} states, {len(arrows)} arrows "
+          f"({', '.join(f'{n} {k}' for k, n in sorted(per_kind.items()))}) = call -> disk "
+          f"operation pairs in --jsonl; {summary.strip().split('; ')[0].split(': ', 2)[-1]}")
+    return dump
+
+
+def check_options(export, store, events, job, tmp, whole):
+    """A tiny leaf size, a layer choice and a time window on the same store."""
+    path = f"{tmp}/tiny.slog2"
+    export_slog2(export, store, path, "--job", job, "--leaf-size", "512", "--children", "3")
+    tiny = Dump(export, path)
+    if tiny.depth < 3:
+        fail(f"--leaf-size 512: tree depth {tiny.depth}, want a multi-level tree")
+    key = lambda d: (d["cat"], tuple(d["verts"]), d["info"])  # noqa: E731
+    if collections.Counter(map(key, tiny.drawables)) != collections.Counter(map(key, whole.drawables)):
+        fail("--leaf-size 512 holds other drawables than the default file")
+    print(f"ok: --leaf-size 512 --children 3: a valid tree of depth {tiny.depth}, "
+          f"the same {len(tiny.drawables)} drawables")
+
+    path = f"{tmp}/layers.slog2"
+    export_slog2(export, store, path, "--job", job, "--layers", "mpiio,arrows")
+    part = Dump(export, path)
+    kinds = {part.categories[d["cat"]][0] for d in part.of_topo("State")}
+    if any(not k.startswith("MPI_") for k in kinds):
+        fail(f"--layers mpiio,arrows drew {sorted(k for k in kinds if not k.startswith('MPI_'))}")
+    if len(part.of_topo("Arrow")) != len(whole.of_topo("Arrow")):
+        fail("--layers mpiio,arrows lost arrows")
+    print(f"ok: --layers mpiio,arrows: {len(part.of_topo('State'))} MPI-IO states and every arrow")
+
+    states = sorted(d["verts"][1][0] for d in whole.of_topo("State"))
+    lo, hi = states[len(states) // 3], states[2 * len(states) // 3]
+    path = f"{tmp}/window.slog2"
+    export_slog2(export, store, path, "--job", job, "--from", repr(lo), "--to", repr(hi))
+    win = Dump(export, path)
+    inside = [d for d in whole.drawables
+              if max(v[0] for v in d["verts"]) >= lo and min(v[0] for v in d["verts"]) <= hi]
+    if collections.Counter(map(key, win.drawables)) != collections.Counter(map(key, inside)):
+        fail(f"--from {lo} --to {hi}: {len(win.drawables)} drawables, want the {len(inside)} "
+             "that overlap the window")
+    print(f"ok: --from {lo:.6f} --to {hi:.6f}: the {len(inside)} drawables overlapping the window")

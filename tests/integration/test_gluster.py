@@ -204,12 +204,11 @@ def main():
                 run_mix(bins, dep, data, job)
                 events = settled(dep, job, 1)
                 check_volume(kind, events, job, data)
-                mine = [e for e in events if e["job"] == job]
-                whole = slog2_export.check(bins["export"], dep.store, mine, job, dep.tmp,
+                whole = slog2_export.check(bins["export"], dep.store,
+                                           lambda: dep.export(job), job, dep.tmp,
                                            f"{kind} --slog2")
                 if kind == "distribute":
-                    slog2_export.check_options(bins["export"], dep.store, mine, job, dep.tmp,
-                                               whole)
+                    slog2_export.check_options(bins["export"], dep.store, job, dep.tmp, whole)
                     check_untagged_writer(dep, vol)
             finally:
                 vol.stop()

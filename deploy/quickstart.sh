@@ -4,7 +4,9 @@
 # volume with the iotrace translators (deploy/gluster/volume.sh, no glusterd),
 # runs an MPI-IO program on it under `mpiexec -n 4` with libiotrace-client
 # preloaded, and prints what was recorded: the MPI-IO calls, the POSIX calls
-# inside them and the disk operations on the bricks, joined by CallID.
+# inside them and the disk operations on the bricks, joined by CallID; then
+# the job's statistics, and writes them as JSON and the trace as an SLOG-2
+# file for Jumpshot.
 # Environment: IOTRACE_DEMO_DIR (default /tmp/iotrace-demo), IOTRACE_DEMO_PORT
 # (default 5555), IOTRACE_DEMO_RANKS (default 4), IOTRACE_DEMO_VOLUME
 # (distribute, replica or disperse; default distribute).
@@ -97,3 +99,9 @@ if call:
         if e["callid"] == call["callid"]:
             print("    -> " + json.dumps(e))
 PY
+echo "== iotrace-export --stats"
+"$b/collector/iotrace-export" --store "$work/store" --job "$job" --stats
+"$b/collector/iotrace-export" --store "$work/store" --job "$job" --stats --format json \
+    >"$work/stats.json"
+echo "== iotrace-export --slog2 $work/trace.slog2 (open it with: jumpshot $work/trace.slog2)"
+"$b/collector/iotrace-export" --store "$work/store" --job "$job" --slog2 "$work/trace.slog2"

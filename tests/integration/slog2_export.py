@@ -163,7 +163,7 @@ def check(export, store, jsonl, job, tmp, label):
     per_kind = collections.Counter(k[0] for k in want_arrows.elements())
     print(f"ok: {label}: {len(states)} states, {len(arrows)} arrows "
           f"({', '.join(f'{n} {k}' for k, n in sorted(per_kind.items()))}) = call -> disk "
-          f"operation pairs in --jsonl; {summary.strip().split('; ')[0].split(': ', 2)[-1]}")
+          f"operation pairs in --jsonl; {summary.strip().split('; ')[1]}")
     return dump
 
 

@@ -1,10 +1,12 @@
 """Checks of `iotrace-export --slog2` against `--jsonl` of the same store,
 read back with the project's SLOG-2 reader (`--dump-slog2`, which also
 checks the tree's invariants): the file must hold a state for every event
-on the timeline of its rank or server thread, without states on one lane
-overlapping except by nesting, and an arrow of the right category and
-colour from each MPI-IO call to each disk operation that carried its
-CallID, as many arrows as there are call -> disk operation pairs in the
+with its CallID, on the timeline of its rank or server thread, without
+states on one lane overlapping except by nesting, disk operations in the
+colour of their arrows, and an arrow of the right category and colour from
+each MPI-IO call to each disk operation that carried its CallID, from the
+call's start on its rank's timeline to the operation's start on its server
+thread's, as many arrows as there are call -> disk operation pairs in the
 JSON Lines."""
 import collections
 import re
@@ -132,6 +134,9 @@ def check(export, store, jsonl, job, tmp, label):
         fail(f"{label}: states differ from the events: missing {list((want - got).items())[:5]}, "
              f"extra {list((got - want).items())[:5]}")
     check_lanes(states)
+    for name, topo, rgb in dump.categories.values():
+        if name.startswith("disk ") and rgb != ARROW_COLOURS[path_kind(name[5:])]:
+            fail(f"{label}: category {name} has colour {rgb}, not that of its arrows")
 
     # An arrow per call -> disk operation pair, from the call to the disk
     # operation, in the category (and colour) of the disk operation's kind.

@@ -8,8 +8,36 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import Deployment, parse_bins, sanitizer_env  # noqa: E402
+import slog2_export  # noqa: E402
 
 N, JOBS = 20000, 300  # more jobs than one batch's dictionary holds (256)
+
+
+def check_overlap(bins, dep, env):
+    """Requests in flight at once on one server thread: in the SLOG-2
+    export the one that crosses another goes on a lane of that thread's
+    timeline, the others stay on it."""
+    env = dict(env, IOTRACE_BUFFER_EVENTS="65536")
+    res = subprocess.run([bins["server_demo"], "lanes:/store", "overlap"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res
+    ops = dep.wait_for(lambda ev: sum(e["job"] == "overlap" for e in ev) == 4, job="overlap")
+    t = {int(e["callid"], 16): (e["t_start"], e["t_end"]) for e in ops}
+    assert t[1][0] < t[2][0] < t[1][1] < t[3][0] < t[3][1] < t[2][1] < t[4][0], t
+    path = os.path.join(dep.tmp, "lanes.slog2")
+    slog2_export.export_slog2(bins["export"], dep.store, path, "--job", "overlap")
+    dump = slog2_export.Dump(bins["export"], path)
+    rows = dump.line_map()
+    lane = {int(slog2_export.callid_of(d["info"]), 16): rows[d["verts"][0][1]]
+            for d in dump.of_topo("State")}
+    tid = ops[0]["tid"]
+    want = {1: 0, 2: 1, 3: 0, 4: 0}
+    got = {c: r[4] for c, r in lane.items()}
+    assert got == want, f"lanes of requests 1-4: {got}, want {want}"
+    assert all(r[3] == tid and r[1] == -1 and r[2] >= 0 for r in lane.values()), lane
+    slog2_export.check_lanes(dump.of_topo("State"))
+    print("ok: --slog2: of four requests in flight on one server thread, the one crossing "
+          "another is on lane 1 of the thread's timeline, the rest on the timeline itself")
 
 
 def main():
@@ -62,6 +90,7 @@ def main():
 
         dep.wait_for(complete)
         print(f"ok: with 64-slot buffers {recorded} recorded, {dropped} dropped and reported")
+        check_overlap(bins, dep, env)
     finally:
         dep.stop()
 

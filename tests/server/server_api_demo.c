@@ -3,11 +3,18 @@
  * dictionary holds), a known CallID, offset and length, one job id longer
  * than the library keeps, and operations with no job at all.
  *
- * usage: server_api_demo SERVER_ID N J */
+ * With N = "overlap", one thread serves four requests of job "overlap" the
+ * way an event-driven server does, several in flight at once: A, then B
+ * while A is still running (B outlasts A: they cross), C inside B after A,
+ * D after all; CallIDs 1 to 4.
+ *
+ * usage: server_api_demo SERVER_ID N J
+ *        server_api_demo SERVER_ID overlap */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <iotrace/server.h>
 
@@ -49,14 +56,49 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static void pause_ms(long ms)
+{
+    nanosleep(&(struct timespec){.tv_nsec = ms * 1000000}, NULL);
+}
+
+static void finish(struct iot_disk_op *op, uint64_t callid)
+{
+    iot_disk_end(srv, op, &(struct iot_disk_info){.kind = IOT_DISK_WRITEV, .object = objects[0],
+                                                  .offset = (int64_t)callid * 4096,
+                                                  .length = 4096, .result = 4096,
+                                                  .job = "overlap", .callid = callid});
+}
+
+static void overlapping(void)
+{
+    struct iot_disk_op a, b, c, d;
+    iot_disk_begin(&a);
+    pause_ms(2);
+    iot_disk_begin(&b);
+    pause_ms(2);
+    finish(&a, 1);
+    pause_ms(2);
+    iot_disk_begin(&c);
+    pause_ms(2);
+    finish(&c, 3);
+    pause_ms(2);
+    finish(&b, 2);
+    pause_ms(2);
+    iot_disk_begin(&d);
+    pause_ms(2);
+    finish(&d, 4);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s SERVER_ID N J\n", argv[0]);
+    int overlap = argc == 3 && strcmp(argv[2], "overlap") == 0;
+    if (argc != 4 && !overlap) {
+        fprintf(stderr, "usage: %s SERVER_ID N J\n       %s SERVER_ID overlap\n", argv[0],
+                argv[0]);
         return 2;
     }
-    n_ops = atol(argv[2]);
-    n_jobs = atol(argv[3]);
+    n_ops = overlap ? 0 : atol(argv[2]);
+    n_jobs = overlap ? 1 : atol(argv[3]);
     char err[256];
     srv = iot_server_open(&(struct iot_server_options){.server = argv[1]}, err, sizeof err);
     if (!srv) {
@@ -71,9 +113,11 @@ int main(int argc, char **argv)
     objects[0] = iot_server_object(srv, "/even.dat");
     objects[1] = iot_server_object(srv, "/odd.dat");
     pthread_t t[2];
-    for (long k = 0; k < 2; k++)
+    if (overlap)
+        overlapping();
+    for (long k = 0; k < 2 && !overlap; k++)
         pthread_create(&t[k], NULL, worker, (void *)(intptr_t)k);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2 && !overlap; k++)
         pthread_join(t[k], NULL);
     uint64_t recorded, dropped;
     iot_server_counts(srv, &recorded, &dropped);

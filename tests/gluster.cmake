@@ -7,4 +7,16 @@ if(TARGET xlator-iotrace-client)
             --xlator-dir=$<TARGET_FILE_DIR:xlator-iotrace-client>)
   set_tests_properties(gluster.callids_reach_bricks PROPERTIES
     TIMEOUT 600 RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+
+  # A compute node and a storage node with clocks seconds apart and drifting
+  # (libfaketime): alignment, matching and statistics on a real volume.
+  add_executable(known_io ${IOTRACE_TEST_DIR}/mpi/known_io.c)
+  target_link_libraries(known_io PRIVATE MPI::MPI_C)
+  add_test(NAME gluster.clock_aligned
+    COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_gluster_clock.py ${IOTRACE_IT_ARGS}
+            --volume-sh=${PROJECT_SOURCE_DIR}/deploy/gluster/volume.sh
+            --xlator-dir=$<TARGET_FILE_DIR:xlator-iotrace-client>
+            --known-app=$<TARGET_FILE:known_io>)
+  set_tests_properties(gluster.clock_aligned PROPERTIES
+    TIMEOUT 300 RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endif()

@@ -1,0 +1,104 @@
+/* An MPI-IO workload whose statistics can be worked out by hand: every rank
+ * writes and reads whole blocks, each in one system call, and one collective
+ * write and read go through a single aggregator.
+ *
+ * usage: known_io FILE BLOCK_BYTES BLOCKS
+ *
+ * Per rank (P ranks, B = BLOCK_BYTES, N = BLOCKS):
+ *   MPI_File_open (no MPI_MODE_CREATE: the caller creates FILE, so that
+ *   opening it makes the same requests on every rank);
+ *   N x MPI_File_write_at of B bytes, block i at (i * P + rank) * B;
+ *   N x MPI_File_read_at of B bytes, block i of rank + 1 (mod P), checked;
+ *   MPI_File_write_at_all of B bytes at (N * P + rank) * B;
+ *   MPI_File_read_at_all of the same bytes, checked;
+ *   MPI_File_close.
+ * Collective buffering is forced on with one aggregator and a buffer of one
+ * block (romio_cb_write, romio_cb_read = enable, cb_nodes = 1,
+ * cb_buffer_size = B): the aggregator moves the P * B contiguous bytes of
+ * each collective in P system calls of B bytes. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, nprocs;
+
+static void check(int rc, const char *what)
+{
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len;
+        MPI_Error_string(rc, msg, &len);
+        fprintf(stderr, "rank %d: %s failed: %s\n", rank, what, msg);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+static void fill(char *buf, MPI_Offset n, MPI_Offset block)
+{
+    for (MPI_Offset i = 0; i < n; i++)
+        buf[i] = (char)('a' + (block * 5 + i) % 26);
+}
+
+static void expect(const char *got, char *want, MPI_Offset n, MPI_Offset block, const char *what)
+{
+    fill(want, n, block);
+    if (memcmp(got, want, (size_t)n) != 0) {
+        fprintf(stderr, "rank %d: %s of block %lld read back wrong data\n", rank, what,
+                (long long)block);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    if (argc != 4 || atoll(argv[2]) <= 0 || atoi(argv[3]) <= 0) {
+        if (rank == 0)
+            fprintf(stderr, "usage: %s FILE BLOCK_BYTES BLOCKS\n", argv[0]);
+        MPI_Finalize();
+        return 2;
+    }
+    MPI_Offset B = atoll(argv[2]);
+    int N = atoi(argv[3]);
+    char *w = malloc((size_t)B), *r = malloc((size_t)B), *want = malloc((size_t)B);
+
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "romio_cb_write", "enable");
+    MPI_Info_set(info, "romio_cb_read", "enable");
+    MPI_Info_set(info, "cb_nodes", "1");
+    MPI_Info_set(info, "cb_buffer_size", argv[2]);
+    MPI_File fh;
+    MPI_Status st;
+    check(MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_RDWR, info, &fh), "open");
+    MPI_Info_free(&info);
+
+    for (int i = 0; i < N; i++) {
+        MPI_Offset block = (MPI_Offset)i * nprocs + rank;
+        fill(w, B, block);
+        check(MPI_File_write_at(fh, block * B, w, (int)B, MPI_BYTE, &st), "write_at");
+    }
+    /* Every block is on the servers before anyone reads another rank's. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < N; i++) {
+        MPI_Offset block = (MPI_Offset)i * nprocs + (rank + 1) % nprocs;
+        check(MPI_File_read_at(fh, block * B, r, (int)B, MPI_BYTE, &st), "read_at");
+        expect(r, want, B, block, "read_at");
+    }
+
+    MPI_Offset block = (MPI_Offset)N * nprocs + rank;
+    fill(w, B, block);
+    check(MPI_File_write_at_all(fh, block * B, w, (int)B, MPI_BYTE, &st), "write_at_all");
+    check(MPI_File_read_at_all(fh, block * B, r, (int)B, MPI_BYTE, &st), "read_at_all");
+    expect(r, want, B, block, "read_at_all");
+
+    check(MPI_File_close(&fh), "close");
+    free(w);
+    free(r);
+    free(want);
+    MPI_Finalize();
+    return 0;
+}

@@ -70,33 +70,42 @@ union iot_slot {
 
 _Static_assert(sizeof(union iot_slot) == 64, "a ring slot is one cache line");
 
-/* Single-producer (the owning thread) single-consumer (the sender) ring. */
+/* Single-producer (the owning thread) single-consumer (the sender) ring.
+ * The first line is the producer's: the hot path reads and writes nothing
+ * else of the header, and the sender writes nothing in it. */
 struct iot_ring {
     _Atomic uint64_t head;
-    char pad0[56];
+    uint64_t mask;
+    uint64_t tail_seen; /* producer only: the sender's tail as last read */
+    char pad0[40];
     _Atomic uint64_t tail;
     char pad1[56];
     _Atomic uint64_t dropped;  /* records lost because the ring was full */
     uint64_t dropped_reported; /* sender only */
     _Atomic int dead;          /* owning thread exited */
     uint32_t tid;
-    uint64_t mask;
     size_t map_size;
     struct iot_ring *next;
     union iot_slot slots[] __attribute__((aligned(64))); /* the map is page-aligned */
 };
 
+/* Aligned so that what the wrappers use (all but tid) is one cache line:
+ * after a system call every line the wrapper touches again may have to be
+ * fetched. */
 struct iot_tls {
     struct iot_ring *ring;
     uint64_t callid;    /* CallID of the MPI-IO call running on this thread */
-    uint64_t mpi_file;  /* its file, for offsets taken from inner POSIX I/O */
-    int64_t mpi_offset; /* first inner transfer's offset, -1 until seen */
+    uint64_t mpi_file;  /* a shared file pointer call's file, for its offset */
+    /* -1 while a shared file pointer call waits for its first inner transfer
+     * on mpi_file, which sets it; otherwise not negative, so that other
+     * POSIX records pay a single test for it. */
+    int64_t mpi_offset;
     int mpi_depth;      /* > 0 while inside a traced MPI-IO call */
     int internal;       /* > 0 inside iotrace's own code: nothing is recorded */
     uint64_t callid_next, callid_end; /* this thread's block of CallID counters */
     struct iot_reg_slot *reg;         /* its CallID registry slot, NULL until claimed */
     uint32_t tid;
-};
+} __attribute__((aligned(64)));
 
 struct iot_config {
     int disabled;
@@ -113,6 +122,10 @@ struct iot_config {
     uint64_t send_queue;
 };
 
+/* iot_g.mpiio_on.  READY lets the MPI-IO wrappers skip, with the same test,
+ * the check that mpiio.c has found MPI's PMPI entry points and the rank. */
+enum iot_mpiio_state { IOT_MPIIO_OFF = 0, IOT_MPIIO_ON = 1, IOT_MPIIO_READY = 2 };
+
 enum iot_producer_kind { IOT_PRODUCER_CLIENT = 1, IOT_PRODUCER_SERVER = 2 };
 
 /* What a library that links the producer core (rather than being preloaded)
@@ -125,6 +138,14 @@ struct iot_producer_setup {
 };
 
 struct iot_global {
+    /* What every wrapper reads, in one line: active together with
+     * cfg.trace_posix / cfg.trace_mpiio (iot_disable_after_error clears
+     * them with active; mpiio_on is an enum iot_mpiio_state), the raw clock
+     * (clock.h), and the rank's part of every CallID (iot_set_rank). */
+    _Atomic int posix_on;
+    _Atomic int mpiio_on;
+    int use_tsc;
+    uint64_t callid_rank;
     struct iot_config cfg;
     enum iot_producer_kind kind;
     char server[128];       /* server producers: their identity */
@@ -137,7 +158,7 @@ struct iot_global {
     uint64_t start_ns;
     uint64_t epoch;
     _Atomic uint64_t call_counter;
-};
+} __attribute__((aligned(64)));
 
 extern IOT_HIDDEN struct iot_global iot_g;
 extern IOT_HIDDEN IOT_TLS struct iot_tls iot_t;
@@ -213,11 +234,21 @@ IOT_HIDDEN void iot_sender_queue_name(uint64_t id, const char *path, size_t len)
 IOT_HIDDEN void iot_sender_fork_prepare(void);
 IOT_HIDDEN void iot_sender_fork_parent(void);
 
-/* The hot path.  Returns the first of n (1 or 2) free slots of this
- * thread's ring, or NULL when the record must be dropped (already counted).
- * iot_rec_commit(n) publishes them.  It leaves errno alone, so wrappers
- * need not save it on the fast path. */
-static inline struct iot_rec *iot_rec_reserve(uint64_t n)
+/* The hot path.  A record is written between iot_rec_begin, which returns
+ * the first of n free slots of this thread's ring (NULL when the record
+ * must be dropped, already counted), and iot_rec_end, which publishes them.
+ * The caller keeps the ring and head in `w`, so that publishing reloads
+ * neither.  Neither touches errno, so wrappers need not save it on the fast
+ * path. */
+struct iot_wr {
+    struct iot_ring *r;
+    uint64_t h;
+};
+
+/* Out of line: the ring looks full by the producer's last view of the tail. */
+IOT_HIDDEN int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n);
+
+static inline struct iot_rec *iot_rec_begin(struct iot_wr *w, uint64_t n)
 {
     struct iot_ring *r = iot_t.ring;
     if (IOT_UNLIKELY(!r)) {
@@ -226,33 +257,38 @@ static inline struct iot_rec *iot_rec_reserve(uint64_t n)
             return NULL;
     }
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-    if (IOT_UNLIKELY(h - t + n > r->mask + 1)) {
-        atomic_store_explicit(&r->dropped,
-                              atomic_load_explicit(&r->dropped, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
+    if (IOT_UNLIKELY(h + n - r->tail_seen > r->mask + 1) && !iot_ring_room(r, h, n))
         return NULL;
-    }
+    w->r = r;
+    w->h = h;
     return &r->slots[h & r->mask].rec;
 }
 
-/* The second slot of a reservation of two. */
-static inline struct iot_rec_long *iot_rec_second(void)
+static inline void iot_rec_end(const struct iot_wr *w, uint64_t n)
 {
-    struct iot_ring *r = iot_t.ring;
-    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    return &r->slots[(h + 1) & r->mask].more;
+    union iot_slot *slot = &w->r->slots[w->h & w->r->mask];
+    atomic_store_explicit(&w->r->head, w->h + n, memory_order_release);
+    /* A slot was last read by the sender a lap ago, from another core's
+     * cache: writing it cold stalled each record by about 20 ns.  Fetching
+     * it a few records ahead lets the fetch overlap the calls in between.
+     * Past the end of the ring the hint is wasted once a lap (a prefetch
+     * never faults), which is cheaper than wrapping the index every time. */
+    __builtin_prefetch(slot + n + 2, 1, 3);
+}
+
+/* The same for callers that do not keep the reservation: the first of n
+ * slots (more than one for libiotrace-server's job text), published by
+ * iot_rec_commit(n). */
+static inline struct iot_rec *iot_rec_reserve(uint64_t n)
+{
+    struct iot_wr w;
+    return iot_rec_begin(&w, n);
 }
 
 static inline void iot_rec_commit(uint64_t n)
 {
-    struct iot_ring *r = iot_t.ring;
-    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    atomic_store_explicit(&r->head, h + n, memory_order_release);
-    /* A slot was last read by the sender a lap ago, from another core's
-     * cache: writing it cold stalled each record by about 20 ns.  Fetching
-     * it a few records ahead lets the fetch overlap the calls in between. */
-    __builtin_prefetch(&r->slots[(h + n + 2) & r->mask], 1, 3);
+    struct iot_wr w = {iot_t.ring, atomic_load_explicit(&iot_t.ring->head, memory_order_relaxed)};
+    iot_rec_end(&w, n);
 }
 
 static inline uint32_t iot_tid(void)
@@ -264,6 +300,12 @@ static inline uint32_t iot_tid(void)
 static inline int iot_recording(void)
 {
     return atomic_load_explicit(&iot_g.active, memory_order_relaxed) && !iot_t.internal;
+}
+
+/* iot_recording() && cfg.trace_posix, with one flag. */
+static inline int iot_posix_recording(void)
+{
+    return atomic_load_explicit(&iot_g.posix_on, memory_order_relaxed) && !iot_t.internal;
 }
 
 #endif

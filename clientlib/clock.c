@@ -7,8 +7,6 @@
 #include <cpuid.h>
 #endif
 
-IOT_HIDDEN int iot_clock_use_tsc;
-
 /* Two calibration points: raw readings map linearly between them and are
  * extrapolated past the newer one until the next sweep renews it. */
 static struct {
@@ -54,15 +52,15 @@ static void sample(uint64_t *raw, int64_t *ns)
 
 void iot_clock_init(const char *choice)
 {
-    iot_clock_use_tsc = 0;
+    iot_g.use_tsc = 0;
 #ifdef IOT_HAVE_TSC
     if (!choice || strcmp(choice, "gettime") != 0)
-        iot_clock_use_tsc = cpu_has_invariant_tsc() || (choice && !strcmp(choice, "tsc"));
+        iot_g.use_tsc = cpu_has_invariant_tsc() || (choice && !strcmp(choice, "tsc"));
 #else
     (void)choice;
 #endif
     sample(&cal.raw_a, &cal.ns_a);
-    if (!iot_clock_use_tsc) {
+    if (!iot_g.use_tsc) {
         cal.ns_per_tick = 1.0;
         cal.raw_b = cal.raw_a;
         cal.ns_b = cal.ns_a;
@@ -81,7 +79,7 @@ void iot_clock_init(const char *choice)
 
 void iot_clock_calibrate(void)
 {
-    if (!iot_clock_use_tsc)
+    if (!iot_g.use_tsc)
         return;
     uint64_t raw;
     int64_t ns;
@@ -99,7 +97,7 @@ void iot_clock_calibrate(void)
 
 int64_t iot_clock_to_ns(uint64_t raw)
 {
-    if (!iot_clock_use_tsc)
+    if (!iot_g.use_tsc)
         return (int64_t)raw;
     double d = (double)(int64_t)(raw - cal.raw_b) * cal.ns_per_tick;
     return cal.ns_b + (int64_t)d;
@@ -109,7 +107,7 @@ uint64_t iot_clock_span_ns(uint64_t raw0, uint64_t raw1)
 {
     if (raw1 <= raw0)
         return 0;
-    if (!iot_clock_use_tsc)
+    if (!iot_g.use_tsc)
         return raw1 - raw0;
     return (uint64_t)((double)(raw1 - raw0) * cal.ns_per_tick);
 }

@@ -19,12 +19,10 @@
 #define IOT_HAVE_TSC 1
 #endif
 
-extern IOT_HIDDEN int iot_clock_use_tsc;
-
 static inline uint64_t iot_clock_raw(void)
 {
 #ifdef IOT_HAVE_TSC
-    if (IOT_LIKELY(iot_clock_use_tsc))
+    if (IOT_LIKELY(iot_g.use_tsc))
         return __rdtsc();
 #endif
     struct timespec ts;
@@ -32,8 +30,8 @@ static inline uint64_t iot_clock_raw(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Chooses the raw clock (IOTRACE_CLOCK=tsc|gettime overrides) and takes the
- * first calibration point. */
+/* Chooses the raw clock (IOTRACE_CLOCK=tsc|gettime overrides; iot_g.use_tsc
+ * says which) and takes the first calibration point. */
 IOT_HIDDEN void iot_clock_init(const char *choice);
 /* Takes a new calibration point; sender thread only. */
 IOT_HIDDEN void iot_clock_calibrate(void);

@@ -15,7 +15,7 @@
 #include "client.h"
 #include "clock.h"
 
-IOT_HIDDEN struct iot_global iot_g = {.rank = -1};
+IOT_HIDDEN struct iot_global iot_g = {.rank = -1, .callid_rank = 0xffffffull << 40};
 IOT_HIDDEN IOT_TLS struct iot_tls iot_t;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -130,6 +130,7 @@ void iot_set_job(const char *job) { snprintf(iot_g.job, sizeof iot_g.job, "%s", 
 void iot_set_rank(int rank)
 {
     iot_g.rank = rank;
+    iot_g.callid_rank = (uint64_t)(rank < 0 ? 0xffffff : rank & 0xffffff) << 40;
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -189,8 +190,10 @@ static void init_once_fn(void)
         pthread_key_create(&ring_key, ring_thread_exit);
         pthread_atfork(fork_prepare, fork_parent, fork_child);
         atomic_store(&iot_g.active, 1);
+        atomic_store(&iot_g.posix_on, iot_g.cfg.trace_posix);
+        atomic_store(&iot_g.mpiio_on, iot_g.cfg.trace_mpiio ? IOT_MPIIO_ON : IOT_MPIIO_OFF);
         iot_debug_log("tracing to %s as node %s (clock: %s)", iot_g.cfg.agent, iot_g.node,
-                      iot_clock_use_tsc ? "tsc" : "clock_gettime");
+                      iot_g.use_tsc ? "tsc" : "clock_gettime");
     }
     atomic_store(&iot_g.initialised, 1);
     iot_t.internal--;
@@ -218,6 +221,8 @@ void iot_disable_after_error(const char *what)
 {
     /* Catamount's rule: on an internal error stop tracing and let the
      * application go on untouched. */
+    atomic_store(&iot_g.posix_on, 0);
+    atomic_store(&iot_g.mpiio_on, IOT_MPIIO_OFF);
     if (atomic_exchange(&iot_g.active, 0))
         iot_debug_log("tracing stopped: %s", what);
 }
@@ -274,6 +279,16 @@ static struct iot_ring *ring_attach(void)
     iot_sender_start();
     iot_t.internal--;
     return r;
+}
+
+int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n)
+{
+    r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+    if (h + n - r->tail_seen <= r->mask + 1)
+        return 1;
+    atomic_store_explicit(&r->dropped, atomic_load_explicit(&r->dropped, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    return 0;
 }
 
 /* Runs inside the wrappers after the wrapped call: errno must stay what

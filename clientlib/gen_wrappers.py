@@ -68,11 +68,11 @@ def body(name, ret, kind, pos, direction, coll, params):
         lines.append(f"    iot_mpi_enter_path(&c, {fid}, {flags}, filename);")
     elif kind == "close":
         lines.append("    MPI_File closing = *fh;")
-        lines.append(f"    iot_mpi_enter(&c, {fid}, {flags}, closing, 0, 0, MPI_DATATYPE_NULL);")
+        lines.append(f"    iot_mpi_enter(&c, on, {fid}, {flags}, closing, 0, 0, MPI_DATATYPE_NULL);")
     elif kind == "end":
         lines.append(f"    iot_mpi_enter_end(&c, {fid}, {flags}, fh);")
     else:
-        lines.append(f"    iot_mpi_enter(&c, {fid}, {flags}, {fh}, {offset}, {count}, {dtype});")
+        lines.append(f"    iot_mpi_enter(&c, on, {fid}, {flags}, {fh}, {offset}, {count}, {dtype});")
     if ret == "int":
         lines.append(f"    int ret = {call};")
         code = "ret"
@@ -108,6 +108,7 @@ with open(out, "w") as f:
         f.write(f"    if (IOT_UNLIKELY(!next_{name})) {{\n")
         f.write(f"        next_{name} = (iot_fn_{name})iot_mpi_next(\"{name}\");\n")
         f.write(f"        if (!next_{name})\n            return {ERROR[ret]};\n    }}\n")
-        f.write(f"    if (!iot_mpi_tracing())\n        return next_{name}({', '.join(args)});\n")
+        f.write(f"    int on = iot_mpi_tracing();\n")
+        f.write(f"    if (!on)\n        return next_{name}({', '.join(args)});\n")
         f.write(body(name, ret, kind, pos, direction, coll, params))
         f.write("\n}\n\n")

@@ -78,12 +78,9 @@ static size_t fh_hash(MPI_File fh) { return ((uintptr_t)fh >> 4) * 2654435761u; 
 
 /* Lookups run without the lock: MPI forbids using a handle while it is
  * being opened or closed, so a slot in use does not change under a reader. */
-static inline __attribute__((always_inline)) struct iot_fh *fh_lookup(MPI_File fh)
+static __attribute__((noinline)) struct iot_fh *fh_probe(MPI_File fh, size_t h)
 {
-    if (fh == MPI_FILE_NULL)
-        return NULL;
-    size_t h = fh_hash(fh);
-    for (size_t i = 0; i < FH_SLOTS; i++) {
+    for (size_t i = 1; i < FH_SLOTS; i++) {
         struct iot_fh *e = &fh_table[(h + i) & (FH_SLOTS - 1)];
         MPI_File cur = __atomic_load_n(&e->fh, __ATOMIC_ACQUIRE);
         if (cur == fh)
@@ -92,6 +89,22 @@ static inline __attribute__((always_inline)) struct iot_fh *fh_lookup(MPI_File f
             return NULL;
     }
     return NULL;
+}
+
+/* A handle is almost always in its home slot: that test is inline, the
+ * probing after it is not. */
+static inline __attribute__((always_inline)) struct iot_fh *fh_lookup(MPI_File fh)
+{
+    if (fh == MPI_FILE_NULL)
+        return NULL;
+    size_t h = fh_hash(fh);
+    struct iot_fh *e = &fh_table[h & (FH_SLOTS - 1)];
+    MPI_File cur = __atomic_load_n(&e->fh, __ATOMIC_ACQUIRE);
+    if (IOT_LIKELY(cur == fh))
+        return e;
+    if (cur == MPI_FILE_NULL)
+        return NULL;
+    return fh_probe(fh, h);
 }
 
 static struct iot_fh *fh_insert(MPI_File fh, uint64_t file)
@@ -206,12 +219,18 @@ IOT_COLD void set_up_slow(void)
 {
     resolve_pmpi();
     ensure_rank();
+    /* Not if tracing was stopped meanwhile. */
+    int on = IOT_MPIIO_ON;
+    if (iot_g.rank >= 0)
+        atomic_compare_exchange_strong_explicit(&iot_g.mpiio_on, &on, IOT_MPIIO_READY,
+                                                memory_order_release, memory_order_relaxed);
 }
 
-/* Until both are known: the PMPI entry points, and the rank (MPI_Init). */
-IOT_HOT void set_up(void)
+/* Until both are known: the PMPI entry points, and the rank (MPI_Init).
+ * `on` is what iot_mpi_tracing() returned. */
+IOT_HOT void set_up(int on)
 {
-    if (IOT_UNLIKELY(!pmpi.resolved || iot_g.rank < 0))
+    if (IOT_UNLIKELY(on != IOT_MPIIO_READY))
         set_up_slow();
 }
 
@@ -233,8 +252,7 @@ IOT_HOT uint64_t new_callid(void)
     if (IOT_UNLIKELY(n == iot_t.callid_end))
         n = callid_refill();
     iot_t.callid_next = n + 1;
-    uint64_t rank = iot_g.rank < 0 ? 0xffffffu : (uint64_t)iot_g.rank & 0xffffffu;
-    return rank << 40 | (n & ((1ull << 40) - 1));
+    return iot_g.callid_rank | (n & ((1ull << 40) - 1));
 }
 
 IOT_COLD uint64_t type_bytes(MPI_Count count, MPI_Datatype type)
@@ -247,10 +265,12 @@ IOT_COLD uint64_t type_bytes(MPI_Count count, MPI_Datatype type)
 
 IOT_HOT uint64_t bytes_of(MPI_Count count, MPI_Datatype type)
 {
-    if (count <= 0 || type == MPI_DATATYPE_NULL || !pmpi.type_size_x)
+    if (count <= 0)
         return 0;
     if (type == MPI_BYTE || type == MPI_CHAR)
         return (uint64_t)count;
+    if (type == MPI_DATATYPE_NULL || !pmpi.type_size_x)
+        return 0;
     return type_bytes(count, type);
 }
 
@@ -323,15 +343,17 @@ IOT_HOT void begin_scope(struct iot_mpi_call *c)
     iot_t.callid = c->callid;
     publish(c->callid);
     iot_t.mpi_depth++;
-    iot_t.mpi_file = c->file;
-    iot_t.mpi_offset = -1;
+    if (c->flags & IOT_MF_SHARED) { /* see posix_record */
+        iot_t.mpi_file = c->file;
+        iot_t.mpi_offset = -1;
+    }
     c->t0 = iot_clock_raw();
 }
 
-IOT_HOT void iot_mpi_enter(struct iot_mpi_call *c, unsigned func, unsigned flags, MPI_File fh,
-                           MPI_Offset offset, MPI_Count count, MPI_Datatype type)
+IOT_HOT void iot_mpi_enter(struct iot_mpi_call *c, int on, unsigned func, unsigned flags,
+                           MPI_File fh, MPI_Offset offset, MPI_Count count, MPI_Datatype type)
 {
-    set_up();
+    set_up(on);
     c->func = func;
     c->flags = flags;
     c->fhe = fh_lookup(fh);
@@ -390,16 +412,17 @@ static void iot_mpi_enter_end(struct iot_mpi_call *c, unsigned func, unsigned fl
  * and reload its constant fields after the call. */
 IOT_COLD void record_long(struct iot_mpi_call c, uint64_t t1, int ret, uint64_t xfer)
 {
-    struct iot_rec *r = iot_rec_reserve(2);
+    struct iot_wr w;
+    struct iot_rec *r = iot_rec_begin(&w, 2);
     if (!r)
         return;
     *r = (struct iot_rec){.t0 = c.t0, .callid = c.callid, .file = c.file, .offset = c.offset,
                           .bytes = c.bytes, .xfer = xfer, .mpi_ret = ret,
                           .func = (uint16_t)c.func, .kind = IOT_REC_MPIIO_LONG};
-    struct iot_rec_long *more = iot_rec_second();
+    struct iot_rec_long *more = &w.r->slots[(w.h + 1) & w.r->mask].more;
     more->t1 = t1;
     more->coll_seq = c.coll_seq;
-    iot_rec_commit(2);
+    iot_rec_end(&w, 2);
 }
 
 IOT_HOT void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t xfer)
@@ -409,7 +432,8 @@ IOT_HOT void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t
         record_long(*c, t1, ret, xfer);
         return;
     }
-    struct iot_rec *r = iot_rec_reserve(1);
+    struct iot_wr w;
+    struct iot_rec *r = iot_rec_begin(&w, 1);
     if (!r)
         return;
     r->t0 = c->t0;
@@ -423,7 +447,7 @@ IOT_HOT void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t
     r->mpi_ret = ret;
     r->func = (uint16_t)c->func;
     r->kind = IOT_REC_MPIIO;
-    iot_rec_commit(1);
+    iot_rec_end(&w, 1);
 }
 
 IOT_HOT uint64_t end_scope(struct iot_mpi_call *c)
@@ -432,8 +456,11 @@ IOT_HOT uint64_t end_scope(struct iot_mpi_call *c)
     iot_t.mpi_depth--;
     iot_t.callid = c->prev_callid;
     publish(c->prev_callid);
-    if ((c->flags & IOT_MF_SHARED) && c->offset < 0)
-        c->offset = iot_t.mpi_offset;
+    if (c->flags & IOT_MF_SHARED) {
+        if (c->offset < 0)
+            c->offset = iot_t.mpi_offset;
+        iot_t.mpi_offset = 0;
+    }
     return t1;
 }
 

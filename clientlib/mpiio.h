@@ -29,11 +29,13 @@ struct iot_mpi_call {
     unsigned func, flags;
 };
 
-/* True when this call should be recorded (tracing on, MPI-IO layer on, not
- * nested inside another traced MPI-IO call). */
+/* Non-zero (an enum iot_mpiio_state) when this call should be recorded:
+ * tracing on, MPI-IO layer on, not nested inside another traced MPI-IO
+ * call.  Acquire: READY vouches for what mpiio.c resolved before setting it. */
 static inline int iot_mpi_tracing(void)
 {
-    return iot_recording() && iot_t.mpi_depth == 0 && iot_g.cfg.trace_mpiio;
+    int on = atomic_load_explicit(&iot_g.mpiio_on, memory_order_acquire);
+    return (iot_t.internal | iot_t.mpi_depth) == 0 ? on : IOT_MPIIO_OFF;
 }
 
 IOT_HIDDEN void *iot_mpi_next(const char *name);

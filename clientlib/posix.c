@@ -20,16 +20,18 @@
 int __open_2(const char *path, int flags);
 int __open64_2(const char *path, int flags);
 
-static inline int posix_tracing(void) { return iot_recording() && iot_g.cfg.trace_posix; }
+static inline int posix_tracing(void) { return iot_posix_recording(); }
 
 static inline void posix_record(unsigned func, uint64_t file, int64_t off, uint64_t bytes,
                                 uint64_t t0, uint64_t t1, int64_t ret)
 {
     /* A shared-file-pointer MPI-IO call learns where it landed from its
-     * first transfer on its own file. */
-    if (iot_t.mpi_depth && iot_t.mpi_offset < 0 && file == iot_t.mpi_file && off >= 0 && bytes)
+     * first transfer on its own file; mpi_offset is negative only while
+     * such a call waits for it (mpiio.c, begin_scope). */
+    if (IOT_UNLIKELY(iot_t.mpi_offset < 0) && file == iot_t.mpi_file && off >= 0 && bytes)
         iot_t.mpi_offset = off;
-    struct iot_rec *r = iot_rec_reserve(1);
+    struct iot_wr w;
+    struct iot_rec *r = iot_rec_begin(&w, 1);
     if (!r)
         return;
     r->t0 = t0;
@@ -41,7 +43,7 @@ static inline void posix_record(unsigned func, uint64_t file, int64_t off, uint6
     r->ret = ret;
     r->func = (uint16_t)func;
     r->kind = IOT_REC_POSIX;
-    iot_rec_commit(1);
+    iot_rec_end(&w, 1);
 }
 
 static uint64_t iov_bytes(const struct iovec *iov, int n)

@@ -375,13 +375,16 @@ static void drain_ring(struct iot_ring *r, struct name_entry **names, int64_t no
 {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    /* Read once: it shares its line with head, which the producer keeps
+     * writing, and the column stores below could otherwise alias it. */
+    const uint64_t mask = r->mask;
     while (tail != head) {
-        const struct iot_rec *rec = &r->slots[tail++ & r->mask].rec;
+        const struct iot_rec *rec = &r->slots[tail++ & mask].rec;
         const struct iot_rec_long *more = NULL;
         if (rec->kind == IOT_REC_DISK) {
             char job[IOT_JOB_MAX + 1] = "";
             for (unsigned k = 0; k < rec->pad && k < IOT_JOB_SLOTS; k++)
-                memcpy(job + 64 * k, r->slots[tail++ & r->mask].text, 64);
+                memcpy(job + 64 * k, r->slots[tail++ & mask].text, 64);
             if (s.n_jobs == MAX_BATCH_JOBS) {
                 atomic_store_explicit(&r->tail, tail, memory_order_release);
                 send_batch(names, now);
@@ -389,7 +392,7 @@ static void drain_ring(struct iot_ring *r, struct name_entry **names, int64_t no
             append_disk(rec, job, r->tid);
         } else {
             if (rec->kind == IOT_REC_MPIIO_LONG)
-                more = &r->slots[tail++ & r->mask].more;
+                more = &r->slots[tail++ & mask].more;
             append_record(rec, more, r->tid);
         }
         if (s.n_mpiio + s.n_posix + s.n_disk >= s.cap) {

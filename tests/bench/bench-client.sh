@@ -2,7 +2,47 @@
 # ns added per intercepted call: bench_client with and without the library,
 # alternating, RUNS times each; prints medians and the difference.
 # usage: bench-client.sh BUILD_DIR [ITERATIONS] [RUNS]
+#
+# Instructions added per call instead, counted by valgrind (callgrind) on
+# the main thread, which unlike the time does not depend on what else the
+# machine is doing.  LIBRARY (default: BUILD_DIR's) lets another build's
+# library be counted with this bench_client.
+# usage: bench-client.sh --instructions BUILD_DIR [LIBRARY]
 set -eu
+if [ "${1:-}" = --instructions ]; then
+    b=${2:?build dir}
+    lib=${3:-$b/clientlib/libiotrace-client.so}
+    work=$(mktemp -d /dev/shm/iotrace-bench.XXXXXX)
+    trap 'rm -rf "$work"' EXIT
+    # Two loop lengths, so that start-up and exit cancel out; each loop also
+    # makes ITERATIONS/10 warm-up calls.  The ring holds every record, so
+    # that none is dropped (a drop costs fewer instructions) however late
+    # the sender thread runs under valgrind.
+    for loop in mpi posix; do
+        for n in 50000 100000; do
+            for mode in without with; do
+                rm -f "$work/f"
+                pre=
+                [ $mode = with ] && pre=$lib
+                LD_PRELOAD=$pre IOTRACE_AGENT="ipc://$work/none.sock" IOTRACE_BUFFER_EVENTS=262144 \
+                    valgrind --tool=callgrind --separate-threads=yes \
+                    --callgrind-out-file="$work/cg.$loop.$n.$mode" \
+                    "$b/tests/bench_client" "$work/f" $n $loop >/dev/null 2>&1
+                printf '%s %s %s %s\n' $loop $n $mode \
+                    "$(sed -n 's/^\(summary\|totals\): *//p' "$work/cg.$loop.$n.$mode-01" | head -1)"
+            done
+        done
+    done >"$work/counts"
+    python3 - "$work/counts" <<'PY'
+import sys
+c = {(l, int(n), m): int(v) for l, n, m, v in (line.split() for line in open(sys.argv[1]))}
+print("bench-client: instructions per call on the calling thread (callgrind)")
+for loop, name in (("mpi", "MPI_File_write_at (with its inner pwrite)"), ("posix", "pwrite")):
+    per = {m: (c[loop, 100000, m] - c[loop, 50000, m]) / (1.1 * 50000) for m in ("without", "with")}
+    print(f"  {name:42} without {per['without']:7.1f}  with {per['with']:7.1f}  added {per['with'] - per['without']:6.1f}")
+PY
+    exit 0
+fi
 b=${1:?build dir}
 n=${2:-2000000}
 runs=${3:-5}

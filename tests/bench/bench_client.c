@@ -1,11 +1,14 @@
 /* Cost of one intercepted call: MPI_File_write_at and pwrite of 8 bytes to
  * a file in /dev/shm, timed in a loop.  Run with and without
  * libiotrace-client preloaded (bench-client.sh does both in one run).
- * usage: bench_client FILE ITERATIONS */
+ * usage: bench_client FILE ITERATIONS [mpi|posix]
+ * The third argument runs one of the two loops only, so that an instruction
+ * count (bench-client.sh --instructions) can tell the calls apart. */
 #include <fcntl.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,30 +23,35 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     if (argc < 3) {
-        fprintf(stderr, "usage: %s FILE ITERATIONS\n", argv[0]);
+        fprintf(stderr, "usage: %s FILE ITERATIONS [mpi|posix]\n", argv[0]);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     long n = atol(argv[2]);
+    int mpi = argc < 4 || strcmp(argv[3], "posix") != 0;
+    int posix = argc < 4 || strcmp(argv[3], "mpi") != 0;
     char buf[8] = "iotrace";
     MPI_File fh;
     MPI_File_open(MPI_COMM_SELF, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
-    for (long i = 0; i < n / 10; i++) /* warm up */
-        MPI_File_write_at(fh, (i & 4095) * 8, buf, 8, MPI_BYTE, MPI_STATUS_IGNORE);
-    double t0 = now();
-    for (long i = 0; i < n; i++)
-        MPI_File_write_at(fh, (i & 4095) * 8, buf, 8, MPI_BYTE, MPI_STATUS_IGNORE);
-    double t_mpi = now() - t0;
+    if (mpi) {
+        for (long i = 0; i < n / 10; i++) /* warm up */
+            MPI_File_write_at(fh, (i & 4095) * 8, buf, 8, MPI_BYTE, MPI_STATUS_IGNORE);
+        double t0 = now();
+        for (long i = 0; i < n; i++)
+            MPI_File_write_at(fh, (i & 4095) * 8, buf, 8, MPI_BYTE, MPI_STATUS_IGNORE);
+        printf("MPI_File_write_at_ns %.1f\n", (now() - t0) / n * 1e9);
+    }
     MPI_File_close(&fh);
 
-    int fd = open(argv[1], O_RDWR);
-    for (long i = 0; i < n / 10; i++)
-        pwrite(fd, buf, 8, (i & 4095) * 8);
-    t0 = now();
-    for (long i = 0; i < n; i++)
-        pwrite(fd, buf, 8, (i & 4095) * 8);
-    double t_posix = now() - t0;
-    close(fd);
-    printf("MPI_File_write_at_ns %.1f\npwrite_ns %.1f\n", t_mpi / n * 1e9, t_posix / n * 1e9);
+    if (posix) {
+        int fd = open(argv[1], O_RDWR);
+        for (long i = 0; i < n / 10; i++)
+            pwrite(fd, buf, 8, (i & 4095) * 8);
+        double t0 = now();
+        for (long i = 0; i < n; i++)
+            pwrite(fd, buf, 8, (i & 4095) * 8);
+        printf("pwrite_ns %.1f\n", (now() - t0) / n * 1e9);
+        close(fd);
+    }
     MPI_Finalize();
     return 0;
 }

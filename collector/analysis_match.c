@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 #include "iot_functions.h"
 
 enum { F_USED = 1, F_CALL = 2, F_OWNER = 4, F_EXPECT = 8 };
@@ -169,17 +171,7 @@ static int rehash(struct iot_match *m, uint32_t **t, size_t *size, home_fn home)
 
 static int grow(void **p, size_t *cap, size_t need, size_t size)
 {
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap * 2 : 1024;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, n * size);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = n;
-    return 0;
+    return iot_grow(p, cap, need, size, 1024);
 }
 
 /* ---- the member set: (group serial, rank) ----------------------------- */

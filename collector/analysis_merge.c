@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 enum { P_UNSEEN, P_ACTIVE, P_IDLE, P_CLOSED };
 
 struct mg_producer {
@@ -40,17 +42,7 @@ void iot_merge_free(struct iot_merge *m)
 
 static int grow(void **p, size_t *cap, size_t need, size_t size)
 {
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap : 64;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, n * size);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = n;
-    return 0;
+    return iot_grow(p, cap, need, size, 64);
 }
 
 static int ensure_producer(struct iot_merge *m, uint32_t id)

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "analysis.h"
+#include "grow.h"
 #include "iot_functions.h"
 #include "slog2_write.h"
 #include "wire.h"
@@ -103,17 +104,7 @@ static int oom(struct run *s) { return fail(s, "out of memory %s", "writing the 
 
 static int grow(void **p, size_t *cap, size_t need, size_t size)
 {
-    if (need <= *cap)
-        return 0;
-    size_t n = *cap ? *cap * 2 : 64;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, n * size);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = n;
-    return 0;
+    return iot_grow(p, cap, need, size, 64);
 }
 
 /* ---- layers ------------------------------------------------------------- */

@@ -57,7 +57,7 @@ TEMPLATES=$HERE/templates
 # ---------------------------------------------------------------- helpers
 
 # fill TEMPLATE KEY=VALUE...: prints the template with @KEY@ replaced by
-# VALUE; a line holding a placeholder whose VALUE is empty is dropped.
+# VALUE; a line holding a @KEY@ marker whose VALUE is empty is dropped.
 fill() {
     tpl=$TEMPLATES/$1
     shift

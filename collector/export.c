@@ -443,24 +443,6 @@ static int settle_pending(const struct xp_data *d, struct job_list *l)
     return 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static size_t unique_u64(uint64_t *v, size_t n)
-{
-    if (n == 0)
-        return 0; /* v may be NULL, which qsort must not see */
-    qsort(v, n, sizeof *v, cmp_u64);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (k == 0 || v[k - 1] != v[i])
-            v[k++] = v[i];
-    return k;
-}
-
 static void format_time(char *buf, size_t len, int64_t ns)
 {
     time_t sec = (time_t)(ns / 1000000000);
@@ -485,10 +467,10 @@ static void count_members(const struct xp_data *d, const uint64_t *pairs, size_t
         if (p->kind == IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT && p->rank >= 0)
             scratch[k++] = (uint64_t)p->rank;
     }
-    *ranks = unique_u64(scratch, k);
+    *ranks = xp_unique_u64(scratch, k);
     for (size_t i = 0; i < n; i++)
         scratch[i] = d->producers[(uint32_t)pairs[i]].node;
-    *nodes = unique_u64(scratch, n);
+    *nodes = xp_unique_u64(scratch, n);
 }
 
 struct job_row {
@@ -521,7 +503,7 @@ static void print_row(FILE *out, const struct xp_data *d, const struct job_list 
 /* One row per job seen, with its range of (job, producer) pairs. */
 static size_t job_rows(const struct xp_data *d, struct job_list *l, struct job_row *rows)
 {
-    l->n_pairs = unique_u64(l->pairs, l->n_pairs);
+    l->n_pairs = xp_unique_u64(l->pairs, l->n_pairs);
     size_t n = 0;
     for (size_t i = 0; i < l->n_pairs; i++) {
         uint32_t job = (uint32_t)(l->pairs[i] >> 32);

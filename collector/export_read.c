@@ -472,3 +472,22 @@ int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, c
 {
     return xp_read_store_batches(dir, d, sink, NULL, ctx, err, errlen);
 }
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+size_t xp_unique_u64(uint64_t *v, size_t n)
+{
+    if (n == 0)
+        return 0; /* v may be NULL, which qsort must not see */
+    qsort(v, n, sizeof *v, cmp_u64);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || v[k - 1] != v[i])
+            v[k++] = v[i];
+    return k;
+}
+

@@ -111,6 +111,9 @@ uint32_t xp_intern(struct xp_strings *t, const char *s);
 const char *xp_string(const struct xp_strings *t, uint32_t idx);
 void xp_strings_free(struct xp_strings *t);
 
+/* Sorts v and drops repeated values; returns how many are left. */
+size_t xp_unique_u64(uint64_t *v, size_t n);
+
 /* Path of a file id as named by FileName records of that producer, or NULL. */
 const char *xp_file_path(const struct xp_data *d, uint32_t producer, uint64_t id);
 

@@ -30,24 +30,6 @@ struct job_view {
 
 /* ---- reading ------------------------------------------------------------ */
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static size_t unique_u64(uint64_t *v, size_t n)
-{
-    if (n == 0)
-        return 0; /* v may be NULL, which qsort must not see */
-    qsort(v, n, sizeof *v, cmp_u64);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (k == 0 || v[k - 1] != v[i])
-            v[k++] = v[i];
-    return k;
-}
-
 /* Events come in runs of one producer, so most pairs repeat the last one;
  * the rest is deduplicated when the array fills, which keeps it at the
  * number of distinct (job, node) pairs. */
@@ -57,7 +39,7 @@ static int note_pair(struct stats_run *s, uint32_t job, uint32_t node)
     if (s->n_pairs && s->pairs[s->n_pairs - 1] == pair)
         return 0;
     if (s->n_pairs == s->cap_pairs) {
-        s->n_pairs = unique_u64(s->pairs, s->n_pairs);
+        s->n_pairs = xp_unique_u64(s->pairs, s->n_pairs);
         if (s->n_pairs * 2 >= s->cap_pairs) {
             size_t cap = s->cap_pairs ? s->cap_pairs * 2 : 256;
             uint64_t *p = realloc(s->pairs, cap * sizeof *p);
@@ -488,7 +470,7 @@ static void warn(const struct stats_run *s)
 static int report(FILE *out, const struct xp_data *d, struct stats_run *s, char *err,
                   size_t errlen)
 {
-    s->n_pairs = unique_u64(s->pairs, s->n_pairs);
+    s->n_pairs = xp_unique_u64(s->pairs, s->n_pairs);
     struct job_view *views = calloc(s->n_pairs + 1, sizeof *views);
     if (!views) {
         snprintf(err, errlen, "out of memory");

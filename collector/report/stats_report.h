@@ -1,13 +1,13 @@
-/* iotrace-export --stats: runs the analysis pipeline (collector/analysis.h)
- * over a store and prints the statistics per job, as text or JSON.
- * Fields: docs/statistics.md. */
-#ifndef IOT_EXPORT_STATS_H
-#define IOT_EXPORT_STATS_H
+/* Statistics per job as text or JSON (fields: docs/statistics.md), for
+ * iotrace-export --stats and for the daemon's HTTP API. */
+#ifndef IOT_STATS_REPORT_H
+#define IOT_STATS_REPORT_H
 
 #include <stdint.h>
 #include <stdio.h>
 
-#include "export_read.h"
+#include "events.h"
+#include "pipeline.h"
 
 struct xp_stats_options {
     const char *store;
@@ -23,5 +23,10 @@ struct xp_stats_options {
  * events, out of memory, output not writable). */
 int xp_stats(struct xp_data *d, const struct xp_stats_options *o, FILE *out, char *err,
              size_t errlen);
+
+/* The JSON of `iotrace-export --stats --format json` (with --job when job
+ * is not UINT32_MAX) for what the pipeline has seen so far, as a malloc'd
+ * string ending in a newline; NULL when out of memory. */
+char *iot_report_stats_json(const struct xp_data *d, struct iot_pipe *s, uint32_t job);
 
 #endif

@@ -12,9 +12,9 @@
 #include <time.h>
 
 #include "analysis.h"
-#include "export_read.h"
+#include "events.h"
 #include "export_slog2.h"
-#include "export_stats.h"
+#include "stats_report.h"
 #include "iot_functions.h"
 #include "log.h"
 #include "opts.h"

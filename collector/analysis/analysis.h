@@ -8,8 +8,8 @@
  *                 │           collective groups, analysis_match.h)
  *                 └──► statistics per job (analysis_stats.h) ◄── closed calls
  *
- * Events must already be on the collector's clock (export_read.c aligns
- * them).  Everything runs in the caller's thread; the memory held is the
+ * Events must already be on the collector's clock (events.c aligns
+ * them).  pipeline.h feeds it from a store or from live batches.  Everything runs in the caller's thread; the memory held is the
  * events behind the watermark plus the calls in flight, never the trace.
  *
  * Usage: iot_an_init(); for each batch: iot_an_producer() for a producer
@@ -25,15 +25,20 @@
 #include "analysis_match.h"
 #include "analysis_merge.h"
 #include "analysis_stats.h"
-#include "export_read.h"
+#include "events.h"
 
 struct iot_an_config {
     int64_t lateness_ns; /* how far behind its newest event a producer may still send one */
     int64_t grace_ns;    /* how long after a call's end its disk operations may start */
     int64_t idle_ns;     /* silence (arrival time) after which a producer stops holding the
                             watermark back; 0: never */
-    iot_merge_sink ordered; /* optional: receives every event in merged order */
-    void *ordered_ctx;
+    int no_stats;        /* match only: no statistics (drawing) */
+    /* Optional: receives every event in merged order, before the matcher
+     * does; *tag (UINT32_MAX unless set) is handed back with the pairs the
+     * event is part of (iot_match_pair_sink). */
+    int (*ordered)(void *ctx, const struct xp_event *ev, uint32_t *tag);
+    iot_match_pair_sink pairs; /* optional: every call -> disk operation pair */
+    void *ctx;                 /* for ordered and pairs */
 };
 
 /* Defaults of iotrace-export --stats (docs/statistics.md). */

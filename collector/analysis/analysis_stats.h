@@ -12,7 +12,7 @@
 
 #include "analysis_match.h"
 #include "analysis_quantile.h"
-#include "export_read.h"
+#include "events.h"
 
 /* Disk operations per call: 0, 1, 2, 3-4, 5-8, 9-16, more than 16. */
 #define IOT_AN_OPS_BUCKETS 7

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "export_read.h"
+#include "events.h"
 
 enum {
     XP_LAYER_MPIIO = 1,  /* states of MPI-IO calls */

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "analysis.h"
+#include "pipeline.h"
 #include "grow.h"
 #include "iot_functions.h"
 #include "slog2_write.h"
@@ -66,8 +66,7 @@ struct run {
     const struct xp_slog2_options *o;
     struct xp_slog2_result *r;
     struct xp_data *d;
-    struct iot_merge merge;
-    struct iot_match match;
+    struct iot_pipe pipe;
     iot_slog2_writer *w;
     char *err;
     size_t errlen;
@@ -623,7 +622,7 @@ static int mark_origin(struct run *s, int32_t line)
                                     .from = line, .type = D_EVENT});
 }
 
-static int on_ordered(void *ctx, const struct xp_event *ev)
+static int on_ordered(void *ctx, const struct xp_event *ev, uint32_t *tag)
 {
     struct run *s = ctx;
     if (ev->kind == XP_DROP)
@@ -632,15 +631,13 @@ static int on_ordered(void *ctx, const struct xp_event *ev)
         start_file(s, ev->t_start);
     if (release(s, ev->t_start) < 0)
         return -1;
-    iot_match_expire(&s->match, ev->t_start);
     unsigned layer = (unsigned)layer_of(ev);
     int for_arrows = (s->o->layers & XP_LAYER_ARROWS) && ev->kind != XP_POSIX && ev->callid;
-    uint32_t tag = UINT32_MAX;
     if ((s->o->layers & layer) || for_arrows) {
         int32_t line;
         if (place(s, ev, &line) < 0)
             return oom(s);
-        tag = (uint32_t)line;
+        *tag = (uint32_t)line;
         if (!s->marker_done && mark_origin(s, 0) < 0)
             return -1;
         if ((s->o->layers & layer) && (define(s, ev->func) < 0 ||
@@ -653,8 +650,6 @@ static int on_ordered(void *ctx, const struct xp_event *ev)
                                                                 .type = D_STATE}) < 0))
             return -1;
     }
-    if (iot_match_event_tagged(&s->match, ev, tag) < 0)
-        return s->failed ? -1 : oom(s);
     return 0;
 }
 
@@ -679,54 +674,14 @@ static int on_pair(void *ctx, const struct xp_event *call, uint32_t call_line,
                                     .type = D_ARROW});
 }
 
-/* ---- reading the store -------------------------------------------------- */
+/* ---- the pipeline's hooks --------------------------------------------- */
 
-static int on_event(void *ctx, const struct xp_data *d, const struct xp_event *in, char *err,
-                    size_t errlen)
+/* Nothing not yet released starts before the watermark (late events
+ * aside): what ends before it is written. */
+static int on_advanced(void *ctx, int64_t watermark)
 {
-    (void)err;
-    (void)errlen;
     struct run *s = ctx;
-    struct xp_event ev = *in;
-    /* A process that learned its job in MPI_Init: what it did before is
-     * the job's too (export.c does the same for --jsonl). */
-    if (ev.job == 0 && ev.kind != XP_DISK)
-        ev.job = d->producers[ev.producer].job;
-    if (s->o->job != UINT32_MAX && ev.job != s->o->job)
-        return 0;
-    if (iot_merge_push(&s->merge, &ev) < 0)
-        return oom(s);
-    return 0;
-}
-
-static int advance(struct run *s, int64_t now)
-{
-    if (iot_merge_advance(&s->merge, now, on_ordered, s) != 0)
-        return -1;
-    /* Nothing not yet released starts before the watermark (late events
-     * aside): calls whose window has ended are closed, and what ends
-     * before it is written. */
-    iot_match_expire(&s->match, s->merge.watermark);
-    return s->origin_set ? release(s, s->merge.watermark) : 0;
-}
-
-static int on_batch_done(void *ctx, const struct xp_data *d, uint32_t producer, uint64_t recv_ns,
-                         char *err, size_t errlen)
-{
-    (void)err;
-    (void)errlen;
-    struct run *s = ctx;
-    if (d->producers[producer].last_batch == d->batches)
-        iot_merge_close_producer(&s->merge, producer);
-    return advance(s, (int64_t)recv_ns);
-}
-
-static int finish(struct run *s)
-{
-    if (iot_merge_finish(&s->merge, on_ordered, s) != 0)
-        return -1;
-    iot_match_finish(&s->match);
-    return s->origin_set ? release(s, INT64_MAX) : 0;
+    return s->origin_set ? release(s, watermark) : 0;
 }
 
 /* ---- the line-ID map ---------------------------------------------------- */
@@ -764,17 +719,9 @@ static int write_map(struct run *s)
 
 /* ---- the whole run ------------------------------------------------------ */
 
-/* The statistics' half of the matcher is not needed here. */
-static void ignore_closed(void *ctx, const struct iot_match_closed *c)
-{
-    (void)ctx;
-    (void)c;
-}
-
 static void free_run(struct run *s)
 {
-    iot_merge_free(&s->merge);
-    iot_match_free(&s->match);
+    iot_pipe_free(&s->pipe);
     for (size_t i = 0; i < s->n_tl; i++) {
         for (size_t k = 0; k < s->tl[i].n_lanes; k++)
             free(s->tl[i].lanes[k].open);
@@ -812,25 +759,25 @@ int xp_slog2(struct xp_data *d, const struct xp_slog2_options *o, struct xp_slog
 {
     struct run s = {.o = o, .r = r, .d = d, .err = err, .errlen = errlen};
     *r = (struct xp_slog2_result){0};
-    struct iot_merge_config mc = {.lateness_ns = o->lateness_ns,
-                                  .idle_ns = IOT_AN_DEFAULT_IDLE_NS};
-    iot_merge_init(&s.merge, &mc);
+    struct iot_pipe_config pc = {.lateness_ns = o->lateness_ns, .grace_ns = o->grace_ns,
+                                 .idle_ns = IOT_AN_DEFAULT_IDLE_NS, .job = o->job, .drawing = 1,
+                                 .ordered = on_ordered, .pairs = on_pair,
+                                 .advanced = on_advanced, .ctx = &s};
     struct iot_slog2_options wo = {.leaf_bytesize = o->leaf_bytesize,
                                    .children_per_node = o->children};
-    if (iot_match_init(&s.match, o->grace_ns, ignore_closed, NULL) < 0 ||
-        number_nodes_and_bricks(&s) < 0 || rank_timelines(&s) < 0) {
+    if (iot_pipe_init(&s.pipe, &pc) < 0 || number_nodes_and_bricks(&s) < 0 ||
+        rank_timelines(&s) < 0) {
         free_run(&s);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    iot_match_set_pairs(&s.match, on_pair, &s);
     if (!(s.w = iot_slog2_writer_open(o->path, &wo, err, errlen))) {
         free_run(&s);
         return -1;
     }
-    int rc = xp_read_store_batches(o->store, d, on_event, on_batch_done, &s, err, errlen);
-    if (rc == 0)
-        rc = finish(&s);
+    int rc = iot_pipe_run_store(&s.pipe, o->store, d, err, errlen);
+    if (rc == 0 && s.origin_set)
+        rc = release(&s, INT64_MAX);
     if (rc == 0 && r->states + r->arrows == 0)
         rc = o->job != UINT32_MAX && !s.origin_set
                  ? fail(&s, "job '%s' has no events in the store", o->job_name)

@@ -1,23 +1,13 @@
-#include "export_stats.h"
+#include "stats_report.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis.h"
+#include "pipeline.h"
 #include "iot_functions.h"
 #include "wire.h"
-
-struct stats_run {
-    struct iot_an an;
-    const struct xp_stats_options *o;
-    struct xp_strings names; /* server ids: a server producer's identity, else its node */
-    uint8_t *known;          /* producers already described to the analysis */
-    size_t n_known;
-    uint64_t *pairs; /* job << 32 | node of every event counted, for "clock" */
-    size_t n_pairs, cap_pairs;
-};
 
 /* One job of the report. */
 struct job_view {
@@ -28,90 +18,6 @@ struct job_view {
     size_t n_pairs;
 };
 
-/* ---- reading ------------------------------------------------------------ */
-
-/* Events come in runs of one producer, so most pairs repeat the last one;
- * the rest is deduplicated when the array fills, which keeps it at the
- * number of distinct (job, node) pairs. */
-static int note_pair(struct stats_run *s, uint32_t job, uint32_t node)
-{
-    uint64_t pair = (uint64_t)job << 32 | node;
-    if (s->n_pairs && s->pairs[s->n_pairs - 1] == pair)
-        return 0;
-    if (s->n_pairs == s->cap_pairs) {
-        s->n_pairs = xp_unique_u64(s->pairs, s->n_pairs);
-        if (s->n_pairs * 2 >= s->cap_pairs) {
-            size_t cap = s->cap_pairs ? s->cap_pairs * 2 : 256;
-            uint64_t *p = realloc(s->pairs, cap * sizeof *p);
-            if (!p)
-                return -1;
-            s->pairs = p;
-            s->cap_pairs = cap;
-        }
-    }
-    s->pairs[s->n_pairs++] = pair;
-    return 0;
-}
-
-static int describe(struct stats_run *s, const struct xp_data *d, uint32_t producer)
-{
-    if (producer < s->n_known && s->known[producer])
-        return 0;
-    if (producer >= s->n_known) {
-        size_t n = s->n_known ? s->n_known * 2 : 64;
-        while (n <= producer)
-            n *= 2;
-        uint8_t *k = realloc(s->known, n);
-        if (!k)
-            return -1;
-        memset(k + s->n_known, 0, n - s->n_known);
-        s->known = k;
-        s->n_known = n;
-    }
-    const struct xp_producer *p = &d->producers[producer];
-    const char *server = xp_string(&d->servers, p->server);
-    uint32_t id = xp_intern(&s->names, server[0] ? server : xp_string(&d->nodes, p->node));
-    if (id == UINT32_MAX || iot_an_producer(&s->an, producer, id) < 0)
-        return -1;
-    s->known[producer] = 1;
-    return 0;
-}
-
-static int on_event(void *ctx, const struct xp_data *d, const struct xp_event *ev, char *err,
-                    size_t errlen)
-{
-    struct stats_run *s = ctx;
-    if (s->o->job != UINT32_MAX && ev->job != s->o->job)
-        return 0;
-    if (ev->job && note_pair(s, ev->job, d->producers[ev->producer].node) < 0)
-        goto oom;
-    /* POSIX events are in no statistic; only those inside an MPI-IO call
-     * matter, to the matcher (analysis_match.h). */
-    if ((ev->kind == XP_POSIX && ev->callid == 0) || (ev->job == 0 && ev->kind != XP_DROP))
-        return 0;
-    if (describe(s, d, ev->producer) < 0 || iot_an_push(&s->an, ev) < 0)
-        goto oom;
-    return 0;
-oom:
-    snprintf(err, errlen, "out of memory computing statistics");
-    return -1;
-}
-
-/* The clock pass saw every producer's last batch: after it the producer no
- * longer holds the watermark back. */
-static int on_batch_done(void *ctx, const struct xp_data *d, uint32_t producer, uint64_t recv_ns,
-                         char *err, size_t errlen)
-{
-    struct stats_run *s = ctx;
-    if (d->producers[producer].last_batch == d->batches)
-        iot_an_close_producer(&s->an, producer);
-    if (iot_an_advance(&s->an, (int64_t)recv_ns) < 0) {
-        snprintf(err, errlen, "out of memory computing statistics");
-        return -1;
-    }
-    return 0;
-}
-
 /* ---- the jobs of the report ------------------------------------------- */
 
 static int cmp_view(const void *a, const void *b)
@@ -120,17 +26,18 @@ static int cmp_view(const void *a, const void *b)
 }
 
 /* One view per job seen, sorted by job id; pairs must be unique and sorted. */
-static size_t job_views(const struct xp_data *d, const struct stats_run *s,
-                        struct job_view *views)
+static size_t job_views(const struct xp_data *d, const struct iot_pipe *p, const uint64_t *pairs,
+                        size_t n_pairs, uint32_t want, struct job_view *views)
 {
     size_t n = 0;
-    for (size_t i = 0; i < s->n_pairs; i++) {
-        uint32_t job = (uint32_t)(s->pairs[i] >> 32);
+    for (size_t i = 0; i < n_pairs; i++) {
+        uint32_t job = (uint32_t)(pairs[i] >> 32);
+        if (want != UINT32_MAX && job != want)
+            continue;
         if (n == 0 || views[n - 1].job != job) {
-            const struct iot_an_stats *st = &s->an.stats;
+            const struct iot_an_stats *st = &p->an.stats;
             views[n++] = (struct job_view){xp_string(&d->jobs, job), job,
-                                           job < st->n_job ? st->job[job] : NULL,
-                                           &s->pairs[i], 0};
+                                           job < st->n_job ? st->job[job] : NULL, &pairs[i], 0};
         }
         views[n - 1].n_pairs++;
     }
@@ -299,7 +206,7 @@ static json_t *clock_json(const struct xp_data *d, const struct job_view *v)
     return o;
 }
 
-static json_t *job_json(const struct xp_data *d, const struct stats_run *s,
+static json_t *job_json(const struct xp_data *d, const struct iot_pipe *s,
                         const struct job_view *v)
 {
     static const struct iot_an_job none;
@@ -317,17 +224,43 @@ static json_t *job_json(const struct xp_data *d, const struct stats_run *s,
     return o;
 }
 
-static int write_json(FILE *out, const struct xp_data *d, const struct stats_run *s,
-                      const struct job_view *views, size_t n)
+static json_t *report_json(const struct xp_data *d, const struct iot_pipe *s,
+                           const struct job_view *views, size_t n)
 {
     json_t *jobs = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(jobs, job_json(d, s, &views[i]));
     json_t *root = json_object();
     json_object_set_new(root, "jobs", jobs);
-    int rc = json_dumpf(root, out, JSON_INDENT(2));
+    return root;
+}
+
+/* One text for iotrace-export and the HTTP API, so that they cannot differ
+ * by as much as a space. */
+static char *dump_json(json_t *root)
+{
+    char *body = json_dumps(root, JSON_INDENT(2));
     json_decref(root);
-    return rc < 0 || fputc('\n', out) == EOF ? -1 : 0;
+    if (!body)
+        return NULL;
+    size_t len = strlen(body);
+    char *text = realloc(body, len + 2);
+    if (!text) {
+        free(body);
+        return NULL;
+    }
+    text[len] = '\n';
+    text[len + 1] = '\0';
+    return text;
+}
+
+static int write_json(FILE *out, const struct xp_data *d, const struct iot_pipe *s,
+                      const struct job_view *views, size_t n)
+{
+    char *text = dump_json(report_json(d, s, views, n));
+    int rc = text && fputs(text, out) != EOF ? 0 : -1;
+    free(text);
+    return rc;
 }
 
 /* ---- text --------------------------------------------------------------- */
@@ -429,7 +362,7 @@ static void print_clock(FILE *out, const struct xp_data *d, const struct job_vie
     free(nodes);
 }
 
-static int write_text(FILE *out, const struct xp_data *d, const struct stats_run *s,
+static int write_text(FILE *out, const struct xp_data *d, const struct iot_pipe *s,
                       const struct job_view *views, size_t n)
 {
     static const struct iot_an_job none;
@@ -451,7 +384,7 @@ static int write_text(FILE *out, const struct xp_data *d, const struct stats_run
 /* ---- the run ------------------------------------------------------------ */
 
 /* Loss and lateness are reported, never silent. */
-static void warn(const struct stats_run *s)
+static void warn(const struct iot_pipe *s, const struct xp_stats_options *o)
 {
     struct iot_an_memory m;
     iot_an_memory(&s->an, &m);
@@ -460,29 +393,47 @@ static void warn(const struct stats_run *s)
                 "been analysed (up to %.3f s behind; --lateness is %.3f s); calls among them "
                 "may be counted as unmatched\n", (unsigned long long)m.late,
                 m.late == 1 ? "" : "s", (double)m.max_late_ns / 1e9,
-                (double)s->o->lateness_ns / 1e9);
-    if (s->an.stats.unattributed_drops && s->o->job == UINT32_MAX)
+                (double)o->lateness_ns / 1e9);
+    if (s->an.stats.unattributed_drops && o->job == UINT32_MAX)
         fprintf(stderr, "iotrace-export: warning: producers without a job (storage servers) "
                 "lost %llu events; they are in no job's dropped_events\n",
                 (unsigned long long)s->an.stats.unattributed_drops);
 }
 
-static int report(FILE *out, const struct xp_data *d, struct stats_run *s, char *err,
-                  size_t errlen)
+/* The views of the report; NULL when out of memory. */
+static struct job_view *views_of(const struct xp_data *d, struct iot_pipe *s, uint32_t job,
+                                 size_t *n)
 {
-    s->n_pairs = xp_unique_u64(s->pairs, s->n_pairs);
-    struct job_view *views = calloc(s->n_pairs + 1, sizeof *views);
+    const uint64_t *pairs;
+    size_t n_pairs = iot_pipe_job_nodes(s, &pairs);
+    struct job_view *views = calloc(n_pairs + 1, sizeof *views);
+    if (views)
+        *n = job_views(d, s, pairs, n_pairs, job, views);
+    return views;
+}
+
+char *iot_report_stats_json(const struct xp_data *d, struct iot_pipe *s, uint32_t job)
+{
+    size_t n = 0;
+    struct job_view *views = views_of(d, s, job, &n);
+    char *text = views ? dump_json(report_json(d, s, views, n)) : NULL;
+    free(views);
+    return text;
+}
+
+static int report(FILE *out, const struct xp_data *d, struct iot_pipe *s,
+                  const struct xp_stats_options *o, char *err, size_t errlen)
+{
+    size_t n = 0;
+    struct job_view *views = views_of(d, s, o->job, &n);
     if (!views) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    size_t n = job_views(d, s, views);
     int rc = 0;
-    if (n == 0 && s->o->job != UINT32_MAX)
-        rc = -1, snprintf(err, errlen, "job '%s' has no events in %s", s->o->job_name,
-                          s->o->store);
-    else if ((s->o->json ? write_json(out, d, s, views, n) : write_text(out, d, s, views, n)) <
-                 0 ||
+    if (n == 0 && o->job != UINT32_MAX)
+        rc = -1, snprintf(err, errlen, "job '%s' has no events in %s", o->job_name, o->store);
+    else if ((o->json ? write_json(out, d, s, views, n) : write_text(out, d, s, views, n)) < 0 ||
              fflush(out) != 0)
         rc = -1, snprintf(err, errlen, "cannot write the statistics: %s", strerror(errno));
     free(views);
@@ -492,22 +443,16 @@ static int report(FILE *out, const struct xp_data *d, struct stats_run *s, char 
 int xp_stats(struct xp_data *d, const struct xp_stats_options *o, FILE *out, char *err,
              size_t errlen)
 {
-    struct stats_run s = {.o = o};
-    struct iot_an_config cfg = {.lateness_ns = o->lateness_ns, .grace_ns = o->grace_ns,
-                                .idle_ns = IOT_AN_DEFAULT_IDLE_NS};
-    if (iot_an_init(&s.an, &cfg) < 0 || xp_intern(&s.names, "") != 0) {
-        iot_an_free(&s.an);
+    struct iot_pipe s;
+    struct iot_pipe_config cfg = {.lateness_ns = o->lateness_ns, .grace_ns = o->grace_ns,
+                                  .idle_ns = IOT_AN_DEFAULT_IDLE_NS, .job = o->job};
+    if (iot_pipe_init(&s, &cfg) < 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    int rc = xp_read_store_batches(o->store, d, on_event, on_batch_done, &s, err, errlen);
-    if (rc == 0 && iot_an_finish(&s.an) < 0)
-        rc = -1, snprintf(err, errlen, "out of memory computing statistics");
-    if (rc == 0 && (rc = report(out, d, &s, err, errlen)) == 0)
-        warn(&s);
-    iot_an_free(&s.an);
-    xp_strings_free(&s.names);
-    free(s.known);
-    free(s.pairs);
+    int rc = iot_pipe_run_store(&s, o->store, d, err, errlen);
+    if (rc == 0 && (rc = report(out, d, &s, o, err, errlen)) == 0)
+        warn(&s, o);
+    iot_pipe_free(&s);
     return rc;
 }

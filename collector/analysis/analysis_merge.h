@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "export_read.h"
+#include "events.h"
 
 /* Receives the released events in order; a non-zero return stops the
  * release and is returned by iot_merge_advance()/iot_merge_finish(). */

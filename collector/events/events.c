@@ -1,4 +1,4 @@
-#include "export_read.h"
+#include "events.h"
 
 #include <stdarg.h>
 #include <stdio.h>

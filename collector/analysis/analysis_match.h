@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "export_read.h"
+#include "events.h"
 
 /* What an entry amounted to when its window closed. */
 struct iot_match_closed {

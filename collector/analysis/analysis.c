@@ -3,6 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void ignore_closed(void *ctx, const struct iot_match_closed *c)
+{
+    (void)ctx;
+    (void)c;
+}
+
 int iot_an_init(struct iot_an *an, const struct iot_an_config *cfg)
 {
     memset(an, 0, sizeof *an);
@@ -10,10 +16,13 @@ int iot_an_init(struct iot_an *an, const struct iot_an_config *cfg)
     struct iot_merge_config mc = {.lateness_ns = cfg->lateness_ns, .idle_ns = cfg->idle_ns};
     iot_merge_init(&an->merge, &mc);
     iot_an_stats_init(&an->stats);
-    if (iot_match_init(&an->match, cfg->grace_ns, iot_an_stats_closed, &an->stats) < 0) {
+    if (iot_match_init(&an->match, cfg->grace_ns, cfg->no_stats ? ignore_closed : iot_an_stats_closed,
+                       &an->stats) < 0) {
         iot_an_free(an);
         return -1;
     }
+    if (cfg->pairs)
+        iot_match_set_pairs(&an->match, cfg->pairs, cfg->ctx);
     return 0;
 }
 
@@ -54,11 +63,14 @@ int iot_an_push(struct iot_an *an, const struct xp_event *ev)
 static int on_ordered(void *ctx, const struct xp_event *ev)
 {
     struct iot_an *an = ctx;
-    if (an->cfg.ordered && an->cfg.ordered(an->cfg.ordered_ctx, ev) != 0)
+    uint32_t tag = UINT32_MAX;
+    if (an->cfg.ordered && an->cfg.ordered(an->cfg.ctx, ev, &tag) != 0)
         return -1;
     iot_match_expire(&an->match, ev->t_start);
     uint32_t server = ev->producer < an->n_server ? an->server[ev->producer] : 0;
-    if (iot_an_stats_event(&an->stats, ev, server) < 0 || iot_match_event(&an->match, ev) < 0)
+    if (!an->cfg.no_stats && iot_an_stats_event(&an->stats, ev, server) < 0)
+        return -1;
+    if (iot_match_event_tagged(&an->match, ev, tag) < 0)
         return -1;
     return an->stats.failed ? -1 : 0;
 }

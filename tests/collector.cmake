@@ -10,7 +10,7 @@ target_link_libraries(test_collector_dedup PRIVATE iotrace-dedup PkgConfig::CMOC
 add_test(NAME collector.dedup COMMAND test_collector_dedup)
 
 add_executable(test_clockmap ${IOTRACE_TEST_DIR}/unit/test_clockmap.c)
-target_link_libraries(test_clockmap PRIVATE iotrace-clockmap PkgConfig::CMOCKA)
+target_link_libraries(test_clockmap PRIVATE iotrace-events PkgConfig::CMOCKA)
 add_test(NAME collector.clockmap COMMAND test_clockmap)
 
 add_executable(collector_client ${IOTRACE_TEST_DIR}/unit/collector_client.c)

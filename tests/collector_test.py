@@ -125,9 +125,9 @@ def segments(store):
 
 
 def first_run(tmp, store, endpoint):
-    c = Collector(["--listen", endpoint, "--store", store], os.path.join(tmp, "c1.log"))
+    c = Collector(["--listen", endpoint, "--store", store, "--http", "off"], os.path.join(tmp, "c1.log"))
     check(c.wait_listening(), "collector did not start:\n" + c.text())
-    second = run([COLLECTOR, "--listen", f"tcp://127.0.0.1:{free_port()}", "--store", store])
+    second = run([COLLECTOR, "--listen", f"tcp://127.0.0.1:{free_port()}", "--store", store, "--http", "off"])
     check(second.returncode == 1 and "in use by another collector" in second.stderr,
           f"second collector on the same store: rc {second.returncode} {second.stderr!r}")
     client(endpoint, "first", 64)
@@ -286,7 +286,7 @@ def check_damage(tmp, store):
                 "segment-00000001.iots: CRC mismatch", "damaged payload")
     r = run([EXPORT, "--store", bad, "--list-jobs"])
     check("at offset 16" in r.stderr, f"damage offset not reported: {r.stderr!r}")
-    expect_fail([COLLECTOR, "--listen", f"tcp://127.0.0.1:{free_port()}", "--store", bad], 1,
+    expect_fail([COLLECTOR, "--listen", f"tcp://127.0.0.1:{free_port()}", "--http", "off", "--store", bad], 1,
                 "at offset 16", "collector on a damaged store")
     bad = damaged_copy(tmp, store, "magic", 0, 0x20)
     expect_fail([EXPORT, "--store", bad, "--list-jobs"], 1, "bad file magic", "bad file magic")
@@ -296,7 +296,7 @@ def fuzz_run(tmp):
     """Thousands of damaged batches against a fresh store: all answered, no crash."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     store = os.path.join(tmp, "fuzz-store")
-    c = Collector(["--listen", endpoint, "--store", store], os.path.join(tmp, "fuzz.log"))
+    c = Collector(["--listen", endpoint, "--store", store, "--http", "off"], os.path.join(tmp, "fuzz.log"))
     check(c.wait_listening(), "fuzz collector did not start:\n" + c.text())
     client(endpoint, "fuzz", 64)
     rc = c.stop(signal.SIGTERM)

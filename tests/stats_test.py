@@ -145,7 +145,7 @@ def compare(got, want, path):
 def start_collector(tmp, store):
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     log = open(os.path.join(tmp, "collector.log"), "w")
-    proc = subprocess.Popen([COLLECTOR, "--listen", endpoint, "--store", store],
+    proc = subprocess.Popen([COLLECTOR, "--listen", endpoint, "--store", store, "--http", "off"],
                             stdout=log, stderr=log)
     deadline = time.time() + 20
     while time.time() < deadline and proc.poll() is None:

@@ -200,3 +200,11 @@ void iot_an_stats_closed(void *stats, const struct iot_match_closed *c)
     if (c->expect_disk && c->ops == 0)
         j->unmatched_calls++;
 }
+
+void iot_an_stats_forget(struct iot_an_stats *s, uint32_t job)
+{
+    if (job < s->n_job && s->job[job]) {
+        free_job(s->job[job]);
+        s->job[job] = NULL;
+    }
+}

@@ -66,6 +66,10 @@ int iot_an_stats_event(struct iot_an_stats *s, const struct xp_event *ev, uint32
 /* One entry the matcher closed (an iot_match_sink). */
 void iot_an_stats_closed(void *stats, const struct iot_match_closed *c);
 
+/* Frees a job's figures (a finished job the daemon no longer shows); an
+ * event of the job after that starts them again from zero. */
+void iot_an_stats_forget(struct iot_an_stats *s, uint32_t job);
+
 /* A server's busy time: the closed intervals plus the open one. */
 uint64_t iot_an_busy_ns(const struct iot_an_server *sv);
 

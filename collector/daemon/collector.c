@@ -9,7 +9,13 @@
 #include <string.h>
 #include <zmq.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "dedup.h"
+#include "http.h"
+#include "ingest.h"
+#include "live.h"
 #include "link.h"
 #include "log.h"
 #include "opts.h"
@@ -37,6 +43,18 @@ static char *opt_store;
 static long opt_credit = IOT_LINK_DEFAULT_CREDIT;
 static uint64_t opt_segment_size = IOT_STORE_DEFAULT_SEGMENT_SIZE;
 static char *opt_log_level = "info";
+static char *opt_http = "127.0.0.1:8080";
+static char *opt_web_root;
+static char *opt_chart_js = IOTRACE_CHART_JS;
+static char *opt_export_tool;
+static char *opt_http_users;
+static char *opt_http_cert;
+static char *opt_http_key;
+static long opt_http_clients = 64;
+static long opt_lateness_ms = 2000;
+static long opt_grace_ms = 2000;
+static long opt_job_idle_ms = 10000;
+static long opt_keep_s = 3600;
 
 static const struct iot_opt options[] = {
     {"listen", 'l', IOT_OPT_STRING, &opt_listen, "tcp://HOST:PORT",
@@ -49,6 +67,32 @@ static const struct iot_opt options[] = {
      "start a new store segment at this size (default 256M, at least 4K)"},
     {"log-level", 0, IOT_OPT_STRING, &opt_log_level, "LEVEL",
      "error, warn, info or debug (default info)"},
+    {"http", 0, IOT_OPT_STRING, &opt_http, "ADDR:PORT|off",
+     "serve the dashboard, the JSON API and /metrics here (default 127.0.0.1:8080); an "
+     "address beyond loopback needs --http-users"},
+    {"http-users", 0, IOT_OPT_STRING, &opt_http_users, "FILE",
+     "require HTTP basic authentication: lines USER:HASH, HASH from crypt(3)"},
+    {"http-cert", 0, IOT_OPT_STRING, &opt_http_cert, "FILE",
+     "serve HTTPS with this PEM certificate (with --http-key)"},
+    {"http-key", 0, IOT_OPT_STRING, &opt_http_key, "FILE", "PEM private key for --http-cert"},
+    {"http-clients", 0, IOT_OPT_INT, &opt_http_clients, "N",
+     "HTTP connections served at once, 1 to 1000 (default 64)"},
+    {"web-root", 0, IOT_OPT_STRING, &opt_web_root, "DIR",
+     "the dashboard's files (default: where the install put them)"},
+    {"chart-js", 0, IOT_OPT_STRING, &opt_chart_js, "FILE",
+     "Chart.js for the dashboard (default: Debian's libjs-chart.js)"},
+    {"export-tool", 0, IOT_OPT_STRING, &opt_export_tool, "FILE",
+     "iotrace-export, for downloads (default: beside iotrace-collector)"},
+    {"lateness", 0, IOT_OPT_INT, &opt_lateness_ms, "MS",
+     "live analysis: how far behind its newest event a process may still deliver one "
+     "(default 2000, as iotrace-export)"},
+    {"grace", 0, IOT_OPT_INT, &opt_grace_ms, "MS",
+     "live analysis: how long after a call's end its disk operations may start (default 2000)"},
+    {"job-idle", 0, IOT_OPT_INT, &opt_job_idle_ms, "MS",
+     "a job without a new batch for this long is finished (default 10000)"},
+    {"keep", 0, IOT_OPT_INT, &opt_keep_s, "SEC",
+     "how long a finished job's figures, timeline and metrics stay in memory (default 3600); "
+     "they are recomputed from the store after that"},
 };
 
 static const struct iot_opts_spec spec = {
@@ -90,6 +134,11 @@ struct message {
 };
 
 struct collector {
+    struct ingest_view *view;
+    struct live *live;
+    struct http *http;
+    uint64_t bytes_stored, acks_sent, syncs;
+    uint64_t kind_batches[IOT_INGEST_KINDS], kind_events[IOT_INGEST_KINDS];
     void *zctx, *sock;
     struct iot_store *store;
     struct iot_dedup *dedup;
@@ -235,6 +284,7 @@ static void send_ack(struct collector *c, const struct ack *a)
 
 static void send_acks(struct collector *c)
 {
+    c->acks_sent += c->n_acks;
     for (size_t i = 0; i < c->n_acks; i++)
         send_ack(c, &c->acks[i]);
     c->n_acks = 0;
@@ -254,6 +304,19 @@ static struct ack *queue_ack(struct collector *c, struct message *m, enum iot_ac
     return a;
 }
 
+/* What /api/v1/nodes and /metrics show of each agent. */
+static void note_agent(struct collector *c, const char *node, int session, uint64_t batches,
+                       uint64_t events)
+{
+    pthread_mutex_lock(&c->view->lock);
+    struct ingest_agent *a = ingest_view_agent(c->view, node);
+    a->last_seen_ns = iot_now_ns();
+    a->sessions += (uint64_t)session;
+    a->batches += batches;
+    a->events += events;
+    pthread_mutex_unlock(&c->view->lock);
+}
+
 /* Answered at once, not queued with the group's ACKs: time spent here
  * before t2 or after t3 counts as round trip and widens the agent's error
  * bound, time between them does not matter. */
@@ -268,12 +331,15 @@ static void handle_ping(struct collector *c, struct message *m)
     }
     uint8_t t[2][8];
     iot_put_u64(t[0], (uint64_t)t2);
+    struct peer *p = find_peer(c, frame_data(m, 0), frame_size(m, 0));
     const void *data[] = {frame_data(m, 0), IOT_LINK_PROTO, IOT_LINK_PONG, frame_data(m, 3),
                           t[0], t[1]};
     size_t len[] = {frame_size(m, 0), strlen(IOT_LINK_PROTO), strlen(IOT_LINK_PONG), 8, 8, 8};
     iot_put_u64(t[1], (uint64_t)iot_now_ns());
     if (send_frames(c->sock, data, len, 6) < 0)
         iot_debug("cannot send PONG: %s", zmq_strerror(errno));
+    if (p && p->node[0])
+        note_agent(c, p->node, 0, 0, 0);
 }
 
 static void handle_hello(struct collector *c, struct message *m)
@@ -295,6 +361,7 @@ static void handle_hello(struct collector *c, struct message *m)
     if (!p)
         p = remember_peer(c, frame_data(m, 0), frame_size(m, 0));
     snprintf(p->node, sizeof p->node, "%s", node);
+    note_agent(c, node, 1, 0, 0);
     iot_log(known ? IOT_LOG_DEBUG : IOT_LOG_INFO, "agent %s connected (session %016llx)", node,
             (unsigned long long)iot_get_u64(frame_data(m, 4)));
     send_welcome(c, m);
@@ -370,6 +437,13 @@ static void accept_batch(struct collector *c, struct message *m, const iot_batch
     log_clock(b, body);
     c->count.batches++;
     c->count.events += b->event_count;
+    c->bytes_stored += frame_size(m, 3);
+    unsigned kind = (unsigned)b->producer->kind < IOT_INGEST_KINDS ? (unsigned)b->producer->kind : 0;
+    c->kind_batches[kind]++;
+    c->kind_events[kind] += b->event_count;
+    struct peer *p = find_peer(c, frame_data(m, 0), frame_size(m, 0));
+    if (p && p->node[0])
+        note_agent(c, p->node, 0, 1, b->event_count);
 }
 
 static void handle_batch(struct collector *c, struct message *m, struct group *g)
@@ -466,6 +540,29 @@ static int group_full(const struct group *g)
            g->messages >= GROUP_MAX_MESSAGES;
 }
 
+/* The counters and the durable end of the store, for the live analysis and
+ * HTTP: published after the ACKs, once per group commit. */
+static void publish(struct collector *c, int synced)
+{
+    struct ingest_view *v = c->view;
+    pthread_mutex_lock(&v->lock);
+    struct ingest_counters *k = &v->count;
+    memcpy(k->batches, c->kind_batches, sizeof k->batches);
+    memcpy(k->events, c->kind_events, sizeof k->events);
+    k->dup_batches = c->count.dup_batches;
+    k->dup_events = c->count.dup_events;
+    k->rejected = c->count.rejected;
+    k->malformed = c->count.malformed;
+    k->bytes_stored = c->bytes_stored;
+    k->acks = c->acks_sent;
+    k->syncs = c->syncs += (uint64_t)synced;
+    if (synced) {
+        iot_store_end(c->store, &v->durable);
+        pthread_cond_broadcast(&v->stored);
+    }
+    pthread_mutex_unlock(&v->lock);
+}
+
 /* Drains what is waiting, stores it with one fdatasync, then acknowledges.
  * No ACK leaves before the sync, duplicates of a batch of this very group
  * included. */
@@ -485,8 +582,10 @@ static void commit_group(struct collector *c)
         c->fatal = 1;
         return;
     }
+    int synced = c->dirty;
     c->dirty = 0;
     send_acks(c);
+    publish(c, synced);
 }
 
 static void log_stats(struct collector *c, const char *prefix)
@@ -593,6 +692,61 @@ static int open_socket(struct collector *c)
     return 0;
 }
 
+/* The dashboard's files: where the install put them, else (a build that
+ * was not installed) the source tree's. */
+static const char *web_root(void)
+{
+    struct stat st;
+    if (opt_web_root)
+        return opt_web_root;
+    return stat(IOTRACE_WEB_DIR "/index.html", &st) == 0 ? IOTRACE_WEB_DIR
+                                                          : IOTRACE_SOURCE_WEB_DIR;
+}
+
+/* iotrace-export beside this program, unless told otherwise. */
+static const char *export_tool(char *buf, size_t len)
+{
+    if (opt_export_tool)
+        return opt_export_tool;
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    if (n <= 0)
+        return "iotrace-export";
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    snprintf(slash ? slash + 1 : buf, len - (size_t)(slash ? slash + 1 - buf : 0),
+             "iotrace-export");
+    return buf;
+}
+
+static int start_live(struct collector *c)
+{
+    char err[512];
+    static char tool[4096];
+    struct live_config lc = {.store = opt_store,
+                             .lateness_ns = (int64_t)opt_lateness_ms * 1000000,
+                             .grace_ns = (int64_t)opt_grace_ms * 1000000,
+                             .job_idle_ns = (int64_t)opt_job_idle_ms * 1000000,
+                             .keep_ns = (int64_t)opt_keep_s * 1000000000};
+    if (!(c->live = live_start(&lc, c->view, err, sizeof err))) {
+        iot_err("%s", err);
+        return -1;
+    }
+    if (strcmp(opt_http, "off") == 0)
+        return 0;
+    struct http_config hc = {.listen = opt_http, .web_root = web_root(),
+                             .chart_js = opt_chart_js, .store = opt_store,
+                             .export_tool = export_tool(tool, sizeof tool),
+                             .users_file = opt_http_users, .tls_cert = opt_http_cert,
+                             .tls_key = opt_http_key, .max_clients = (int)opt_http_clients};
+    if (!(c->http = http_start(&hc, c->live, err, sizeof err))) {
+        iot_err("%s", err);
+        return -1;
+    }
+    iot_info("dashboard on http%s://%s/ (API /api/v1/, metrics /metrics)",
+             opt_http_cert ? "s" : "", opt_http);
+    return 0;
+}
+
 static int start(struct collector *c)
 {
     char err[512];
@@ -612,6 +766,10 @@ static int start(struct collector *c)
     iot_store_set_segment_size(c->store, opt_segment_size);
     if (rebuild_dedup(c) < 0 || open_socket(c) < 0)
         return -1;
+    /* What the store holds already is analysed too: its jobs are listed. */
+    iot_store_end(c->store, &c->view->durable);
+    if (start_live(c) < 0)
+        return -1;
     c->next_stats = iot_mono_ns() + STATS_INTERVAL_NS;
     iot_info("iotrace-collector %s listening on %s, store %s (segment %u, credit %ld)",
              IOTRACE_VERSION, opt_listen, opt_store, iot_store_segment(c->store), opt_credit);
@@ -620,6 +778,8 @@ static int start(struct collector *c)
 
 static int finish(struct collector *c, int rc)
 {
+    http_stop(c->http);
+    live_stop(c->live);
     if (c->store && iot_store_close(c->store) < 0)
         rc = -1;
     if (c->sock)
@@ -659,6 +819,23 @@ static void check_options(int argc, char **argv, int first)
         usage_error("%s--segment-size must be at least 4K", "");
     if (iot_log_parse_level(opt_log_level) < 0)
         usage_error("unknown --log-level '%s' (error, warn, info, debug)", opt_log_level);
+    if (strcmp(opt_http, "off") != 0) {
+        if (!http_is_loopback(opt_http) && !opt_http_users)
+            usage_error("--http %s is beyond loopback: it needs --http-users FILE (and "
+                        "should have --http-cert)", opt_http);
+        if (!opt_http_cert != !opt_http_key)
+            usage_error("%s--http-cert and --http-key go together", "");
+        if (strchr(opt_http, ':') == NULL)
+            usage_error("--http wants ADDR:PORT or off, got '%s'", opt_http);
+    }
+    if (opt_http_clients < 1 || opt_http_clients > 1000)
+        usage_error("%s--http-clients must be between 1 and 1000", "");
+    if (opt_lateness_ms < 0 || opt_grace_ms < 0)
+        usage_error("%s--lateness and --grace must not be negative", "");
+    if (opt_job_idle_ms < 100)
+        usage_error("%s--job-idle must be at least 100 ms", "");
+    if (opt_keep_s < 0)
+        usage_error("%s--keep must not be negative", "");
 }
 
 int main(int argc, char **argv)
@@ -669,6 +846,9 @@ int main(int argc, char **argv)
     install_signals();
     struct collector c;
     memset(&c, 0, sizeof c);
+    static struct ingest_view view;
+    ingest_view_init(&view);
+    c.view = &view;
     int rc = start(&c);
     if (rc == 0)
         rc = serve(&c);

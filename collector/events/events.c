@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "iot_functions.h"
 #include "store.h"
 #include "wire.h"
 
@@ -449,6 +450,30 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
     return rc;
 }
 
+int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t recv_ns,
+                  xp_sink sink, xp_batch_done done, void *ctx, char *err, size_t errlen)
+{
+    struct reader r = {d, sink, ctx, err, errlen, done, 0};
+    char why[256];
+    iot_batch *b = iot_wire_open(buf, len, why, sizeof why);
+    int rc = 0;
+    if (b && b->producer->kind == IOTRACE__PRODUCER_KIND__PRODUCER_AGENT) {
+        iot_body *body = iot_wire_body(b, why, sizeof why);
+        uint32_t node = xp_intern(&d->nodes, b->producer->node);
+        if (!body)
+            rc = fail(err, errlen, "a stored clock batch (received at %llu ns) cannot be "
+                      "decoded: %s", (unsigned long long)recv_ns, why);
+        else if (node == UINT32_MAX || ensure_clocks(d) < 0 || add_samples(d, node, body) < 0)
+            rc = fail(err, errlen, "out of memory");
+        else
+            iot_clockmap_finish(&d->clocks[node].map);
+        iot_wire_free_body(body);
+    }
+    iot_wire_free_batch(b);
+    d->align = 1;
+    return rc == 0 ? on_batch(&r, buf, len, recv_ns) : rc;
+}
+
 int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen)
 {
     struct reader r = {d, NULL, NULL, err, errlen, NULL, 0};
@@ -477,6 +502,21 @@ static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
+}
+
+int xp_func_direction(unsigned func)
+{
+    static int8_t cache[256];
+    if (func >= sizeof cache)
+        return XP_DIR_OTHER;
+    if (!cache[func]) {
+        const char *name = iot_func_name(func);
+        cache[func] = (int8_t)(1 + (!name                    ? XP_DIR_OTHER
+                                    : strstr(name, "read")  ? XP_DIR_READ
+                                    : strstr(name, "write") ? XP_DIR_WRITE
+                                                            : XP_DIR_OTHER));
+    }
+    return cache[func] - 1;
 }
 
 size_t xp_unique_u64(uint64_t *v, size_t n)

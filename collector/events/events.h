@@ -103,6 +103,18 @@ int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, c
 int xp_read_store_batches(const char *dir, struct xp_data *d, xp_sink sink, xp_batch_done done,
                           void *ctx, char *err, size_t errlen);
 
+/* Live: one batch just stored.  An agent's clock samples join its node's
+ * map at once, so events are aligned with the samples known when they
+ * arrive (a store read after xp_read_clocks uses every sample); then the
+ * batch is read as xp_read_store_batches reads it. */
+int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t recv_ns,
+                  xp_sink sink, xp_batch_done done, void *ctx, char *err, size_t errlen);
+
+/* Whether a function reads, writes or neither, by its name (MPI-IO, POSIX
+ * and disk operations alike). */
+enum { XP_DIR_READ, XP_DIR_WRITE, XP_DIR_OTHER };
+int xp_func_direction(unsigned func);
+
 /* The clock samples of a node, or NULL if it has none. */
 const struct iot_clockmap *xp_node_clock(const struct xp_data *d, uint32_t node);
 

@@ -137,12 +137,7 @@ int xp_slog2_layers(const char *list, unsigned *layers, char *err, size_t errlen
 
 static int contains(const char *s, const char *part) { return strstr(s, part) != NULL; }
 
-enum { K_READ, K_WRITE, K_OTHER };
-
-static int io_kind(const char *name)
-{
-    return contains(name, "read") ? K_READ : contains(name, "write") ? K_WRITE : K_OTHER;
-}
+enum { K_READ = XP_DIR_READ, K_WRITE = XP_DIR_WRITE, K_OTHER = XP_DIR_OTHER };
 
 static int is_completion(const char *name)
 {
@@ -167,7 +162,7 @@ static void colour_of(unsigned func, uint8_t rgb[3])
     static const uint8_t posix[3][3] = {{120, 230, 200}, {255, 140, 180}, {190, 190, 190}};
     static const uint8_t completion[3] = {160, 160, 160}, open_close[3] = {240, 220, 0};
     const char *name = func_name(func);
-    int kind = io_kind(name);
+    int kind = xp_func_direction(func);
     const uint8_t *base;
     switch (iot_func_kind(func)) {
     case IOT_KIND_DISK:
@@ -663,7 +658,7 @@ static int on_pair(void *ctx, const struct xp_event *call, uint32_t call_line,
     s->r->pairs++;
     if (!(s->o->layers & XP_LAYER_ARROWS) || call_line == UINT32_MAX || disk_line == UINT32_MAX)
         return 0;
-    int kind = io_kind(func_name(disk->func));
+    int kind = xp_func_direction(disk->func);
     int32_t cat = kind == K_READ ? CAT_READ_PATH : kind == K_WRITE ? CAT_WRITE_PATH : CAT_OTHER_PATH;
     if (define(s, cat) < 0)
         return -1;

@@ -456,3 +456,40 @@ int xp_stats(struct xp_data *d, const struct xp_stats_options *o, FILE *out, cha
     iot_pipe_free(&s);
     return rc;
 }
+
+char *xp_stats_json(const char *store, const char *job, int64_t lateness_ns, int64_t grace_ns,
+                    char *err, size_t errlen)
+{
+    struct xp_data d;
+    struct iot_pipe s;
+    struct iot_pipe_config cfg = {.lateness_ns = lateness_ns, .grace_ns = grace_ns,
+                                  .idle_ns = IOT_AN_DEFAULT_IDLE_NS};
+    char *text = NULL;
+    if (xp_data_init(&d) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    /* The same steps, in the same order, as iotrace-export --stats --job. */
+    cfg.job = job ? xp_intern(&d.jobs, job) : UINT32_MAX;
+    if (job && cfg.job == UINT32_MAX)
+        snprintf(err, errlen, "out of memory");
+    else if (xp_read_clocks(store, &d, err, errlen) == 0) {
+        d.align = 1;
+        if (iot_pipe_init(&s, &cfg) < 0)
+            snprintf(err, errlen, "out of memory");
+        else {
+            if (iot_pipe_run_store(&s, store, &d, err, errlen) == 0) {
+                size_t n = 0;
+                struct job_view *views = views_of(&d, &s, cfg.job, &n);
+                if (views && n == 0 && job)
+                    snprintf(err, errlen, "job '%s' has no events in %s", job, store);
+                else if (!views || !(text = dump_json(report_json(&d, &s, views, n))))
+                    snprintf(err, errlen, "out of memory");
+                free(views);
+            }
+            iot_pipe_free(&s);
+        }
+    }
+    xp_data_free(&d);
+    return text;
+}

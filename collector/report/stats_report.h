@@ -29,4 +29,9 @@ int xp_stats(struct xp_data *d, const struct xp_stats_options *o, FILE *out, cha
  * string ending in a newline; NULL when out of memory. */
 char *iot_report_stats_json(const struct xp_data *d, struct iot_pipe *s, uint32_t job);
 
+/* The whole of `iotrace-export --store STORE [--job JOB] --stats --format
+ * json`, computed the same way; NULL with the reason in err. */
+char *xp_stats_json(const char *store, const char *job, int64_t lateness_ns, int64_t grace_ns,
+                    char *err, size_t errlen);
+
 #endif

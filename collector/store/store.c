@@ -716,3 +716,61 @@ int iot_store_close(struct iot_store *s)
     store_free(s);
     return rc;
 }
+
+void iot_store_end(const struct iot_store *s, struct iot_store_pos *pos)
+{
+    pos->segment = s->segment;
+    pos->offset = s->seg_bytes;
+}
+
+/* The records of one segment from pos->offset up to limit. */
+static int read_segment_range(const char *dir, struct iot_store_pos *pos, uint64_t limit,
+                              int to_end, struct seg_reader *r, iot_store_scan_fn fn, void *ctx,
+                              char *err, size_t errlen)
+{
+    char name[32], why[256] = "";
+    segment_name(name, sizeof name, pos->segment);
+    r->fd = open_segment(dir, pos->segment, O_RDONLY, &r->size, err, errlen);
+    if (r->fd < 0)
+        return -1;
+    if (!to_end && r->size > limit)
+        r->size = limit;
+    r->off = pos->offset;
+    struct rec_header h;
+    enum rec_result res;
+    int rc = 0;
+    while (rc == 0 && (res = read_record(r, &h, why, sizeof why)) == REC_OK) {
+        pos->offset = r->off;
+        rc = fn(ctx, r->payload, h.len, h.recv_ns);
+    }
+    close(r->fd);
+    if (rc != 0 || res == REC_END)
+        return rc;
+    return fail(err, errlen, "%s/%s: %s at offset %llu", dir, name, why,
+                (unsigned long long)r->off);
+}
+
+int iot_store_read_range(const char *dir, struct iot_store_pos *pos,
+                         const struct iot_store_pos *end, iot_store_scan_fn fn, void *ctx,
+                         char *err, size_t errlen)
+{
+    struct seglist segs;
+    if (list_segments(dir, &segs, err, errlen) < 0)
+        return -1;
+    struct seg_reader r = {.fd = -1};
+    int rc = 0;
+    for (size_t i = 0; i < segs.n && rc == 0; i++) {
+        uint32_t num = segs.num[i];
+        if (num < pos->segment || num > end->segment)
+            continue;
+        if (num > pos->segment || pos->offset < IOT_STORE_FILE_HEADER)
+            *pos = (struct iot_store_pos){num, IOT_STORE_FILE_HEADER};
+        /* Earlier segments are complete; the last one is read up to what
+         * the writer has made durable. */
+        rc = read_segment_range(dir, pos, end->offset, num < end->segment, &r, fn, ctx, err,
+                                errlen);
+    }
+    free(r.payload);
+    free(segs.num);
+    return rc;
+}

@@ -60,4 +60,20 @@ int iot_store_close(struct iot_store *s);
  * the segment file and byte offset.  Returns 0 at the end, -1 on error. */
 int iot_store_scan(const char *dir, iot_store_scan_fn fn, void *ctx, char *err, size_t errlen);
 
+/* A place in the store: a segment number and a byte offset in it. */
+struct iot_store_pos {
+    uint32_t segment;
+    uint64_t offset;
+};
+
+/* Writer: where the records end (durable after iot_store_sync()). */
+void iot_store_end(const struct iot_store *s, struct iot_store_pos *pos);
+
+/* Reads the records from *pos (all zero: the store's first record) up to
+ * `end`, a position the writer gave after a sync, and leaves *pos after the
+ * last record read: a reader that follows a live writer.  -1 on damage. */
+int iot_store_read_range(const char *dir, struct iot_store_pos *pos,
+                         const struct iot_store_pos *end, iot_store_scan_fn fn, void *ctx,
+                         char *err, size_t errlen);
+
 #endif

@@ -49,7 +49,7 @@ runs=${3:-5}
 work=$(mktemp -d /dev/shm/iotrace-bench.XXXXXX)
 trap 'kill -TERM $agent $collector 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$b/collector/iotrace-collector" --listen "tcp://127.0.0.1:$port" --store "$work/store" 2>"$work/c.log" &
+"$b/collector/iotrace-collector" --listen "tcp://127.0.0.1:$port" --store "$work/store" --http off 2>"$work/c.log" &
 collector=$!
 "$b/agent/iotrace-agent" --collector "tcp://127.0.0.1:$port" --listen "ipc://$work/a.sock" 2>"$work/a.log" &
 agent=$!

@@ -78,7 +78,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$b/collector/iotrace-collector" --listen "tcp://127.0.0.1:$port" --store "$work/store" 2>"$work/collector.log" &
+"$b/collector/iotrace-collector" --listen "tcp://127.0.0.1:$port" --store "$work/store" --http off 2>"$work/collector.log" &
 collector=$!
 "$b/agent/iotrace-agent" --collector "tcp://127.0.0.1:$port" --listen "ipc://$work/agent.sock" \
     --node "$(hostname -s)" 2>"$work/agent.log" &

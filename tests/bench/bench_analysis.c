@@ -36,8 +36,8 @@
 
 #include "analysis.h"
 #include "clockmap.h"
-#include "export_read.h"
-#include "export_stats.h"
+#include "events.h"
+#include "stats_report.h"
 #include "iot_functions.h"
 #include "store.h"
 #include "wire.h"

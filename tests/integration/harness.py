@@ -33,9 +33,12 @@ class Deployment:
     def log(self, name):
         return open(os.path.join(self.tmp, name + ".log"), "ab")
 
-    def start_collector(self):
+    def start_collector(self, *extra):
+        """Extra collector options; without them the HTTP server is off, so
+        that tests never contend for its port."""
         self.collector = subprocess.Popen(
-            [self.bins["collector"], "--listen", f"tcp://127.0.0.1:{self.port}", "--store", self.store],
+            [self.bins["collector"], "--listen", f"tcp://127.0.0.1:{self.port}", "--store", self.store]
+            + (list(extra) or ["--http", "off"]),
             stderr=self.log("collector"))
 
     def start_agent(self):

@@ -326,7 +326,7 @@ case_backpressure() {
 # restarted on the same store mid-stream, every batch ends up acknowledged.
 case_real_collector() {
     start_real() {
-        "$COLLECTOR" --listen "tcp://127.0.0.1:$PORT" --store "$T/store" "$@" \
+        "$COLLECTOR" --listen "tcp://127.0.0.1:$PORT" --store "$T/store" --http off "$@" \
             >>"$T/collector.log" 2>&1 &
         CPID=$!
     }

@@ -50,7 +50,7 @@ free_port() {
 start_collector() {
     local dir=$1 port=$2
     if [ "$(basename "$COLLECTOR")" = iotrace-collector ]; then
-        "$COLLECTOR" --listen "tcp://127.0.0.1:$port" --store "$dir/store" >"$dir/collector.log" 2>&1 &
+        "$COLLECTOR" --listen "tcp://127.0.0.1:$port" --store "$dir/store" --http off >"$dir/collector.log" 2>&1 &
     else
         "$COLLECTOR" --listen "tcp://127.0.0.1:$port" --record "$dir/record" >"$dir/collector.log" 2>&1 &
     fi

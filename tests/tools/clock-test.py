@@ -226,7 +226,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="iotrace-clock-test-")
     store, port = os.path.join(tmp, "store"), free_port()
     clog = open(os.path.join(tmp, "collector.log"), "w")
-    coll = subprocess.Popen([COLLECTOR, "--store", store, "--listen", f"tcp://127.0.0.1:{port}",
+    coll = subprocess.Popen([COLLECTOR, "--http", "off", "--store", store, "--listen", f"tcp://127.0.0.1:{port}",
                              "--log-level", "debug"], stderr=clog)
     try:
         w0 = time.time_ns()

@@ -1,0 +1,1127 @@
+#include "live.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "analysis_quantile.h"
+#include "iot_functions.h"
+#include "log.h"
+#include "pipeline.h"
+#include "stats_report.h"
+#include "timeutil.h"
+
+/* What the dashboard's live views keep per running job: the newest calls,
+ * disk operations and pairs (the timeline) and one row per second of event
+ * time (the charts).  Bounded, whatever the job's length. */
+#define TL_CALLS 4096
+#define TL_DISK 8192
+#define TL_PAIRS 8192
+#define SERIES 600
+#define SERIES_SERVERS 16 /* per-server disk bytes; further servers are summed as "other" */
+#define TICK_MS 250
+
+struct tl_item {
+    int64_t t_start, t_end, offset;
+    uint64_t id, callid, bytes, file;
+    uint32_t producer, tid, server;
+    uint16_t func;
+    uint8_t kind;
+};
+
+struct tl_pair {
+    uint64_t call, disk;
+};
+
+struct second {
+    int64_t sec; /* event time, collector clock, whole seconds */
+    uint64_t calls, read_bytes, write_bytes;
+    uint64_t disk_bytes[SERIES_SERVERS + 1];
+    uint64_t p50_ns, p99_ns;
+};
+
+#define RING(type, n)                                                                         \
+    struct {                                                                                   \
+        type *v;                                                                               \
+        size_t head, len;                                                                      \
+    }
+
+struct ljob {
+    uint32_t job; /* in l->d.jobs */
+    int finished;
+    uint64_t events, calls, bytes_read, bytes_written, dropped, disk_ops, disk_bytes;
+    int64_t first_ns, last_ns; /* event times, collector clock */
+    int64_t last_arrival;      /* when its newest batch was stored (collector clock) */
+    int64_t finished_at;       /* monotonic */
+    char *final;               /* final statistics (iotrace-export --stats --format json) */
+    int views;                 /* rings and series allocated */
+    RING(struct tl_item, TL_CALLS) calls_tl;
+    RING(struct tl_item, TL_DISK) disk_tl;
+    RING(struct tl_pair, TL_PAIRS) pairs_tl;
+    RING(struct second, SERIES) series;
+    struct iot_qhist open_q; /* call durations of the newest second */
+};
+
+struct live {
+    struct live_config cfg;
+    struct ingest_view *ingest;
+    pthread_t thread;
+    int running;
+    pthread_mutex_t lock; /* everything below */
+    pthread_cond_t updated;
+    uint64_t update_seq;
+    int stop;
+    struct xp_data d;
+    struct iot_pipe pipe;
+    struct ljob **jobs; /* by job id */
+    size_t n_jobs;
+    struct iot_store_pos pos;
+    uint64_t batches_read, events_read;
+    int64_t newest_arrival_ns; /* recv time of the newest batch read (collector clock) */
+    int64_t current_arrival;   /* of the batch being read */
+    uint64_t finalized, recomputed;
+    int failed;
+    char error[512];
+};
+
+/* ---- per-job state ------------------------------------------------------ */
+
+static struct ljob *job_of(struct live *l, uint32_t job)
+{
+    if (job >= l->n_jobs) {
+        size_t n = l->n_jobs ? l->n_jobs * 2 : 16;
+        while (n <= job)
+            n *= 2;
+        struct ljob **v = realloc(l->jobs, n * sizeof *v);
+        if (!v)
+            return NULL;
+        memset(v + l->n_jobs, 0, (n - l->n_jobs) * sizeof *v);
+        l->jobs = v;
+        l->n_jobs = n;
+    }
+    if (!l->jobs[job]) {
+        struct ljob *j = calloc(1, sizeof *j);
+        if (!j)
+            return NULL;
+        j->job = job;
+        j->first_ns = INT64_MAX;
+        j->last_ns = INT64_MIN;
+        l->jobs[job] = j;
+    }
+    return l->jobs[job];
+}
+
+static void free_views(struct ljob *j)
+{
+    free(j->calls_tl.v);
+    free(j->disk_tl.v);
+    free(j->pairs_tl.v);
+    free(j->series.v);
+    iot_qhist_free(&j->open_q);
+    memset(&j->calls_tl, 0, sizeof j->calls_tl);
+    memset(&j->disk_tl, 0, sizeof j->disk_tl);
+    memset(&j->pairs_tl, 0, sizeof j->pairs_tl);
+    memset(&j->series, 0, sizeof j->series);
+    j->views = 0;
+}
+
+static int alloc_views(struct ljob *j)
+{
+    if (j->views)
+        return 0;
+    j->calls_tl.v = calloc(TL_CALLS, sizeof *j->calls_tl.v);
+    j->disk_tl.v = calloc(TL_DISK, sizeof *j->disk_tl.v);
+    j->pairs_tl.v = calloc(TL_PAIRS, sizeof *j->pairs_tl.v);
+    j->series.v = calloc(SERIES, sizeof *j->series.v);
+    iot_qhist_init(&j->open_q);
+    if (!j->calls_tl.v || !j->disk_tl.v || !j->pairs_tl.v || !j->series.v) {
+        free_views(j);
+        return -1;
+    }
+    j->views = 1;
+    return 0;
+}
+
+#define RING_PUSH(r, cap, item)                                                               \
+    do {                                                                                       \
+        (r).v[((r).head + (r).len) % (cap)] = (item);                                          \
+        if ((r).len < (cap))                                                                   \
+            (r).len++;                                                                         \
+        else                                                                                   \
+            (r).head = ((r).head + 1) % (cap);                                                 \
+    } while (0)
+
+#define RING_AT(r, cap, i) ((r).v[((r).head + (i)) % (cap)])
+
+static void free_job(struct ljob *j)
+{
+    free_views(j);
+    free(j->final);
+    free(j);
+}
+
+/* ---- what the pipeline hands over ---------------------------------------- */
+
+static void tally(struct ljob *j, const struct xp_event *ev)
+{
+    j->events++;
+    if (ev->kind != XP_DROP) {
+        if (ev->t_start < j->first_ns)
+            j->first_ns = ev->t_start;
+        if (ev->t_end > j->last_ns)
+            j->last_ns = ev->t_end;
+    }
+    switch (ev->kind) {
+    case XP_DROP:
+        j->dropped += ev->bytes;
+        break;
+    case XP_MPIIO:
+        if (iot_match_is_completion(ev->func))
+            break;
+        j->calls++;
+        if (iot_match_is_transfer(ev->func)) {
+            int dir = xp_func_direction(ev->func);
+            if (dir == XP_DIR_READ)
+                j->bytes_read += ev->bytes;
+            else if (dir == XP_DIR_WRITE)
+                j->bytes_written += ev->bytes;
+        }
+        break;
+    case XP_DISK:
+        j->disk_ops++;
+        j->disk_bytes += ev->bytes;
+        break;
+    default:
+        break;
+    }
+}
+
+static int live_event(void *ctx, const struct xp_data *d, const struct xp_event *ev, char *err,
+                      size_t errlen)
+{
+    struct live *l = ctx;
+    uint32_t job = ev->job;
+    if (job == 0 && ev->kind != XP_DISK)
+        job = d->producers[ev->producer].job;
+    l->events_read++;
+    if (job) {
+        struct ljob *j = job_of(l, job);
+        if (!j) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        if (j->finished) { /* more of a job thought finished: it runs again */
+            j->finished = 0;
+            free(j->final);
+            j->final = NULL;
+        }
+        j->last_arrival = l->current_arrival;
+        tally(j, ev);
+    }
+    return iot_pipe_event(&l->pipe, d, ev, err, errlen);
+}
+
+static int live_batch_done(void *ctx, const struct xp_data *d, uint32_t producer,
+                           uint64_t recv_ns, char *err, size_t errlen)
+{
+    struct live *l = ctx;
+    l->batches_read++;
+    l->newest_arrival_ns = (int64_t)recv_ns;
+    return iot_pipe_batch_done(&l->pipe, d, producer, recv_ns, err, errlen);
+}
+
+static void close_second(struct ljob *j)
+{
+    if (!j->series.len)
+        return;
+    struct second *s = &RING_AT(j->series, SERIES, j->series.len - 1);
+    s->p50_ns = iot_qhist_quantile(&j->open_q, 0.50);
+    s->p99_ns = iot_qhist_quantile(&j->open_q, 0.99);
+}
+
+/* The row of an event's second; late events (an earlier second) count in
+ * the newest row they can still reach, or not at all once it left. */
+static struct second *second_of(struct ljob *j, int64_t t_ns)
+{
+    int64_t sec = t_ns / 1000000000;
+    if (j->series.len) {
+        struct second *last = &RING_AT(j->series, SERIES, j->series.len - 1);
+        if (sec <= last->sec) {
+            for (size_t i = j->series.len; i-- > 0;) {
+                struct second *s = &RING_AT(j->series, SERIES, i);
+                if (s->sec == sec)
+                    return s;
+                if (s->sec < sec)
+                    return NULL;
+            }
+            return NULL;
+        }
+        close_second(j);
+        iot_qhist_free(&j->open_q);
+        iot_qhist_init(&j->open_q);
+    }
+    struct second blank = {.sec = sec};
+    RING_PUSH(j->series, SERIES, blank);
+    return &RING_AT(j->series, SERIES, j->series.len - 1);
+}
+
+static int on_ordered(void *ctx, const struct xp_event *ev, uint32_t *tag)
+{
+    (void)tag;
+    struct live *l = ctx;
+    if ((ev->kind != XP_MPIIO && ev->kind != XP_DISK) || !ev->job)
+        return 0;
+    struct ljob *j = job_of(l, ev->job);
+    if (!j || alloc_views(j) < 0)
+        return -1;
+    uint32_t server = ev->producer < l->pipe.an.n_server ? l->pipe.an.server[ev->producer] : 0;
+    struct tl_item it = {.t_start = ev->t_start, .t_end = ev->t_end, .offset = ev->offset,
+                         .id = ev->order, .callid = ev->callid, .bytes = ev->bytes,
+                         .file = ev->file, .producer = ev->producer, .tid = ev->tid,
+                         .server = server, .func = ev->func, .kind = ev->kind};
+    struct second *s = second_of(j, ev->t_start);
+    if (ev->kind == XP_MPIIO) {
+        RING_PUSH(j->calls_tl, TL_CALLS, it);
+        if (s && !iot_match_is_completion(ev->func)) {
+            s->calls++;
+            int dir = xp_func_direction(ev->func);
+            if (iot_match_is_transfer(ev->func) && dir == XP_DIR_READ)
+                s->read_bytes += ev->bytes;
+            else if (iot_match_is_transfer(ev->func) && dir == XP_DIR_WRITE)
+                s->write_bytes += ev->bytes;
+            if (s == &RING_AT(j->series, SERIES, j->series.len - 1) &&
+                iot_qhist_add(&j->open_q, (uint64_t)(ev->t_end - ev->t_start)) < 0)
+                return -1;
+        }
+    } else {
+        RING_PUSH(j->disk_tl, TL_DISK, it);
+        if (s)
+            s->disk_bytes[server < SERIES_SERVERS ? server : SERIES_SERVERS] += ev->bytes;
+    }
+    return 0;
+}
+
+static int on_pair(void *ctx, const struct xp_event *call, uint32_t call_tag,
+                   const struct xp_event *disk, uint32_t disk_tag)
+{
+    (void)call_tag;
+    (void)disk_tag;
+    struct live *l = ctx;
+    struct ljob *j = disk->job ? job_of(l, disk->job) : NULL;
+    if (!j || alloc_views(j) < 0)
+        return j ? -1 : 0;
+    struct tl_pair p = {call->order, disk->order};
+    RING_PUSH(j->pairs_tl, TL_PAIRS, p);
+    return 0;
+}
+
+/* ---- following the store ------------------------------------------------- */
+
+static int on_record(void *ctx, const uint8_t *batch, size_t len, uint64_t recv_ns)
+{
+    struct live *l = ctx;
+    char err[512] = "";
+    pthread_mutex_lock(&l->lock);
+    l->current_arrival = (int64_t)recv_ns;
+    int rc = xp_feed_batch(&l->d, batch, len, recv_ns, live_event, live_batch_done, l, err,
+                           sizeof err);
+    l->update_seq++;
+    pthread_mutex_unlock(&l->lock);
+    if (rc < 0) {
+        /* One bad batch must not stop the live view; the export reports it. */
+        iot_warn("live analysis: %s", err);
+    }
+    return 0;
+}
+
+/* Jobs of which no batch was stored for job_idle_ns are finished (jobs of
+ * a store read at start-up at once): their final figures come from the
+ * store, outside the lock, the way iotrace-export computes them. */
+static void finish_jobs(struct live *l)
+{
+    int64_t now = iot_now_ns();
+    for (;;) {
+        char *name = NULL;
+        uint32_t id = 0;
+        pthread_mutex_lock(&l->lock);
+        for (size_t i = 1; i < l->n_jobs && !name; i++) {
+            struct ljob *j = l->jobs[i];
+            if (j && !j->finished && now - j->last_arrival >= l->cfg.job_idle_ns) {
+                name = strdup(xp_string(&l->d.jobs, (uint32_t)i));
+                id = (uint32_t)i;
+            }
+        }
+        /* A job that ended longer ago than figures are kept (a store read
+         * at start-up) is computed only when asked for. */
+        int old = name && now - l->jobs[id]->last_arrival >= l->cfg.keep_ns;
+        if (old) {
+            l->jobs[id]->finished = 1;
+            l->jobs[id]->finished_at = iot_mono_ns() - l->cfg.keep_ns;
+        }
+        pthread_mutex_unlock(&l->lock);
+        if (!name)
+            return;
+        if (old) {
+            free(name);
+            continue;
+        }
+        char err[512] = "";
+        char *final = xp_stats_json(l->cfg.store, name, l->cfg.lateness_ns, l->cfg.grace_ns,
+                                    err, sizeof err);
+        if (!final)
+            iot_warn("job %s: cannot compute its final statistics: %s", name, err);
+        pthread_mutex_lock(&l->lock);
+        struct ljob *j = l->jobs[id];
+        if (j->finished || now - j->last_arrival < l->cfg.job_idle_ns) {
+            free(final); /* it ran again meanwhile */
+        } else {
+            close_second(j);
+            j->finished = 1;
+            j->finished_at = iot_mono_ns();
+            j->final = final;
+            l->finalized++;
+            l->update_seq++;
+            iot_info("job %s finished: %llu events, %llu MPI-IO calls, %llu disk operations, "
+                     "%llu dropped", name, (unsigned long long)j->events,
+                     (unsigned long long)j->calls, (unsigned long long)j->disk_ops,
+                     (unsigned long long)j->dropped);
+        }
+        pthread_mutex_unlock(&l->lock);
+        free(name);
+        if (!final)
+            return;
+    }
+}
+
+/* Finished jobs leave memory after keep_ns; their summary line stays. */
+static void forget_jobs(struct live *l)
+{
+    int64_t now = iot_mono_ns();
+    pthread_mutex_lock(&l->lock);
+    for (size_t i = 1; i < l->n_jobs; i++) {
+        struct ljob *j = l->jobs[i];
+        if (j && j->finished && j->views && now - j->finished_at >= l->cfg.keep_ns) {
+            free_views(j);
+            free(j->final);
+            j->final = NULL;
+            iot_an_stats_forget(&l->pipe.an.stats, (uint32_t)i);
+            l->update_seq++;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+static void *run(void *arg)
+{
+    struct live *l = arg;
+    struct ingest_view *v = l->ingest;
+    for (;;) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += TICK_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L)
+            until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_mutex_lock(&v->lock);
+        while (!v->stopping && v->durable.segment == l->pos.segment &&
+               v->durable.offset == l->pos.offset &&
+               pthread_cond_timedwait(&v->stored, &v->lock, &until) != ETIMEDOUT)
+            ;
+        struct iot_store_pos end = v->durable;
+        int stopping = v->stopping;
+        pthread_mutex_unlock(&v->lock);
+        if (stopping)
+            break;
+        char err[512] = "";
+        if (end.segment && iot_store_read_range(l->cfg.store, &l->pos, &end, on_record, l, err,
+                                                sizeof err) < 0) {
+            iot_err("live analysis stopped: %s", err);
+            pthread_mutex_lock(&l->lock);
+            l->failed = 1;
+            snprintf(l->error, sizeof l->error, "%s", err);
+            pthread_mutex_unlock(&l->lock);
+            break;
+        }
+        finish_jobs(l);
+        forget_jobs(l);
+        pthread_mutex_lock(&l->lock);
+        pthread_cond_broadcast(&l->updated);
+        pthread_mutex_unlock(&l->lock);
+    }
+    return NULL;
+}
+
+struct live *live_start(const struct live_config *cfg, struct ingest_view *ingest, char *err,
+                        size_t errlen)
+{
+    struct live *l = calloc(1, sizeof *l);
+    if (!l || xp_data_init(&l->d) < 0) {
+        free(l);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    l->cfg = *cfg;
+    l->ingest = ingest;
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->updated, NULL);
+    struct iot_pipe_config pc = {.lateness_ns = cfg->lateness_ns, .grace_ns = cfg->grace_ns,
+                                 .idle_ns = IOT_AN_DEFAULT_IDLE_NS, .job = UINT32_MAX,
+                                 .ordered = on_ordered, .pairs = on_pair, .ctx = l};
+    if (iot_pipe_init(&l->pipe, &pc) < 0) {
+        xp_data_free(&l->d);
+        free(l);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    int rc = pthread_create(&l->thread, NULL, run, l);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start the live analysis thread: %s", strerror(rc));
+        iot_pipe_free(&l->pipe);
+        xp_data_free(&l->d);
+        free(l);
+        return NULL;
+    }
+    l->running = 1;
+    return l;
+}
+
+void live_stop(struct live *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->ingest->lock);
+    l->ingest->stopping = 1;
+    pthread_cond_broadcast(&l->ingest->stored);
+    pthread_mutex_unlock(&l->ingest->lock);
+    if (l->running)
+        pthread_join(l->thread, NULL);
+    pthread_mutex_lock(&l->lock);
+    l->stop = 1;
+    pthread_cond_broadcast(&l->updated);
+    pthread_mutex_unlock(&l->lock);
+    for (size_t i = 0; i < l->n_jobs; i++)
+        if (l->jobs[i])
+            free_job(l->jobs[i]);
+    free(l->jobs);
+    iot_pipe_free(&l->pipe);
+    xp_data_free(&l->d);
+    pthread_cond_destroy(&l->updated);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+uint64_t live_wait_update(struct live *l, uint64_t seen, int timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L)
+        until.tv_sec++, until.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&l->lock);
+    while (!l->stop && l->update_seq == seen &&
+           pthread_cond_timedwait(&l->updated, &l->lock, &until) != ETIMEDOUT)
+        ;
+    uint64_t seq = l->update_seq;
+    pthread_mutex_unlock(&l->lock);
+    return seq;
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+/* Names come from producers; jansson takes UTF-8 only. */
+static json_t *text(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    char *copy = strdup(s);
+    if (!copy)
+        return json_null();
+    for (char *p = copy; *p; p++)
+        if ((unsigned char)*p >= 0x80 || (unsigned char)*p < 0x20)
+            *p = '?';
+    j = json_string(copy);
+    free(copy);
+    return j ? j : json_null();
+}
+
+static json_t *u64(uint64_t v) { return json_integer((json_int_t)v); }
+
+static json_t *seconds(int64_t ns) { return json_real((double)ns / 1e9); }
+
+static uint32_t find_job(struct live *l, const char *name)
+{
+    for (size_t i = 1; i < l->n_jobs; i++)
+        if (l->jobs[i] && strcmp(xp_string(&l->d.jobs, (uint32_t)i), name) == 0)
+            return (uint32_t)i;
+    return 0;
+}
+
+/* Ranks and nodes of a job, from its processes. */
+static void job_members(const struct live *l, uint32_t job, size_t *ranks, size_t *nodes,
+                        size_t *processes)
+{
+    *ranks = *nodes = *processes = 0;
+    uint64_t *seen = calloc(l->d.n_producers + 1, 2 * sizeof *seen);
+    if (!seen)
+        return;
+    size_t nr = 0, nn = 0;
+    for (size_t i = 0; i < l->d.n_producers; i++) {
+        const struct xp_producer *p = &l->d.producers[i];
+        if (p->job != job)
+            continue;
+        (*processes)++;
+        if (p->rank >= 0)
+            seen[nr++] = (uint64_t)p->rank;
+        seen[l->d.n_producers + nn++] = p->node;
+    }
+    *ranks = xp_unique_u64(seen, nr);
+    *nodes = xp_unique_u64(seen + l->d.n_producers, nn);
+    free(seen);
+}
+
+static json_t *job_summary(struct live *l, const struct ljob *j)
+{
+    size_t ranks, nodes, processes;
+    job_members(l, j->job, &ranks, &nodes, &processes);
+    json_t *o = json_object();
+    json_object_set_new(o, "job", text(xp_string(&l->d.jobs, j->job)));
+    json_object_set_new(o, "state", json_string(j->finished ? "finished" : "running"));
+    json_object_set_new(o, "processes", u64(processes));
+    json_object_set_new(o, "ranks", u64(ranks));
+    json_object_set_new(o, "nodes", u64(nodes));
+    json_object_set_new(o, "first_s", j->first_ns == INT64_MAX ? json_null() : seconds(j->first_ns));
+    json_object_set_new(o, "last_s", j->last_ns == INT64_MIN ? json_null() : seconds(j->last_ns));
+    json_object_set_new(o, "events", u64(j->events));
+    json_object_set_new(o, "mpiio_calls", u64(j->calls));
+    json_object_set_new(o, "bytes_read", u64(j->bytes_read));
+    json_object_set_new(o, "bytes_written", u64(j->bytes_written));
+    json_object_set_new(o, "disk_ops", u64(j->disk_ops));
+    json_object_set_new(o, "disk_bytes", u64(j->disk_bytes));
+    json_object_set_new(o, "dropped_events", u64(j->dropped));
+    json_object_set_new(o, "final_stats_in_memory", json_boolean(j->final != NULL));
+    return o;
+}
+
+json_t *live_jobs_json(struct live *l)
+{
+    json_t *jobs = json_array();
+    pthread_mutex_lock(&l->lock);
+    for (size_t i = 1; i < l->n_jobs; i++)
+        if (l->jobs[i])
+            json_array_append_new(jobs, job_summary(l, l->jobs[i]));
+    pthread_mutex_unlock(&l->lock);
+    json_t *o = json_object();
+    json_object_set_new(o, "jobs", jobs);
+    return o;
+}
+
+int live_job_known(struct live *l, const char *job)
+{
+    pthread_mutex_lock(&l->lock);
+    int known = find_job(l, job) != 0;
+    pthread_mutex_unlock(&l->lock);
+    return known;
+}
+
+static json_t *clock_json(const struct xp_data *d, uint32_t node)
+{
+    const struct iot_clockmap *m = xp_node_clock(d, node);
+    json_t *c = json_object();
+    struct iot_clock_summary cs;
+    if (m)
+        iot_clockmap_summary(m, &cs);
+    json_object_set_new(c, "samples", u64(m ? cs.samples : 0));
+    json_object_set_new(c, "offset_s", m ? seconds(cs.offset_ns) : json_null());
+    json_object_set_new(c, "error_s", m ? seconds(cs.error_ns) : json_null());
+    json_object_set_new(c, "rtt_s", m ? seconds((int64_t)cs.rtt_ns) : json_null());
+    json_object_set_new(c, "drift_ppm", m && cs.has_drift ? json_real(cs.drift_ppm) : json_null());
+    return c;
+}
+
+/* An agent counts as connected while it was heard from (a batch or a clock
+ * exchange) within this long; agents exchange clocks every few seconds. */
+#define CONNECTED_NS (30ll * 1000000000)
+
+json_t *live_nodes_json(struct live *l)
+{
+    struct ingest_view *v = l->ingest;
+    size_t n;
+    struct ingest_agent *agents = malloc(sizeof v->agents);
+    if (!agents)
+        return NULL;
+    pthread_mutex_lock(&v->lock);
+    n = v->n_agents;
+    memcpy(agents, v->agents, n * sizeof *agents);
+    pthread_mutex_unlock(&v->lock);
+    int64_t now = iot_now_ns();
+    json_t *nodes = json_array();
+    pthread_mutex_lock(&l->lock);
+    for (size_t i = 0; i < n; i++) {
+        const struct ingest_agent *a = &agents[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "node", text(a->node));
+        json_object_set_new(o, "connected", json_boolean(now - a->last_seen_ns < CONNECTED_NS));
+        json_object_set_new(o, "first_seen_s", seconds(a->first_seen_ns));
+        json_object_set_new(o, "last_seen_s", seconds(a->last_seen_ns));
+        json_object_set_new(o, "sessions", u64(a->sessions));
+        json_object_set_new(o, "batches", u64(a->batches));
+        json_object_set_new(o, "events", u64(a->events));
+        uint32_t node = UINT32_MAX;
+        for (size_t k = 0; k < l->d.nodes.n && node == UINT32_MAX; k++)
+            if (strcmp(l->d.nodes.str[k], a->node) == 0)
+                node = (uint32_t)k;
+        json_object_set_new(o, "clock", clock_json(&l->d, node));
+        json_array_append_new(nodes, o);
+    }
+    pthread_mutex_unlock(&l->lock);
+    free(agents);
+    json_t *o = json_object();
+    json_object_set_new(o, "nodes", nodes);
+    return o;
+}
+
+json_t *live_status_json(struct live *l)
+{
+    struct ingest_view *v = l->ingest;
+    pthread_mutex_lock(&v->lock);
+    struct ingest_counters c = v->count;
+    int64_t started = v->started_ns;
+    pthread_mutex_unlock(&v->lock);
+    uint64_t batches = 0, events = 0;
+    for (int k = 0; k < IOT_INGEST_KINDS; k++)
+        batches += c.batches[k], events += c.events[k];
+    json_t *o = json_object();
+    json_object_set_new(o, "version", json_string(IOTRACE_VERSION));
+    json_object_set_new(o, "time_s", seconds(iot_now_ns()));
+    json_object_set_new(o, "started_s", seconds(started));
+    json_object_set_new(o, "batches_stored", u64(batches));
+    json_object_set_new(o, "events_stored", u64(events));
+    json_object_set_new(o, "bytes_stored", u64(c.bytes_stored));
+    json_object_set_new(o, "duplicate_batches", u64(c.dup_batches));
+    json_object_set_new(o, "rejected_batches", u64(c.rejected));
+    json_object_set_new(o, "malformed_messages", u64(c.malformed));
+    pthread_mutex_lock(&l->lock);
+    size_t running = 0, finished = 0;
+    for (size_t i = 1; i < l->n_jobs; i++)
+        if (l->jobs[i])
+            *(l->jobs[i]->finished ? &finished : &running) += 1;
+    json_object_set_new(o, "jobs_running", u64(running));
+    json_object_set_new(o, "jobs_finished", u64(finished));
+    json_object_set_new(o, "analysis_batches", u64(l->batches_read));
+    json_object_set_new(o, "analysis_events", u64(l->events_read));
+    json_object_set_new(o, "analysis_error", l->failed ? text(l->error) : json_null());
+    pthread_mutex_unlock(&l->lock);
+    return o;
+}
+
+char *live_job_stats(struct live *l, const char *job, int *status)
+{
+    pthread_mutex_lock(&l->lock);
+    uint32_t id = find_job(l, job);
+    char *out = NULL;
+    int from_store = 0;
+    *status = 200;
+    if (!id)
+        *status = 404;
+    else if (l->jobs[id]->final)
+        out = strdup(l->jobs[id]->final);
+    else if (l->jobs[id]->finished)
+        from_store = 1;
+    else
+        out = iot_report_stats_json(&l->d, &l->pipe, id);
+    pthread_mutex_unlock(&l->lock);
+    if (from_store) {
+        char err[512] = "";
+        out = xp_stats_json(l->cfg.store, job, l->cfg.lateness_ns, l->cfg.grace_ns, err,
+                            sizeof err);
+        if (!out)
+            iot_warn("job %s: cannot recompute its statistics: %s", job, err);
+        pthread_mutex_lock(&l->lock);
+        l->recomputed++;
+        pthread_mutex_unlock(&l->lock);
+    }
+    if (*status == 200 && !out)
+        *status = 500;
+    return out;
+}
+
+static json_t *item_json(struct live *l, const struct tl_item *it, int64_t origin)
+{
+    const struct xp_producer *p = &l->d.producers[it->producer];
+    json_t *o = json_object();
+    char callid[24];
+    snprintf(callid, sizeof callid, "0x%llX", (unsigned long long)it->callid);
+    json_object_set_new(o, "id", u64(it->id));
+    json_object_set_new(o, "func", text(iot_func_name(it->func) ? iot_func_name(it->func) : "?"));
+    json_object_set_new(o, "callid", json_string(callid));
+    json_object_set_new(o, "start_s", json_real((double)(it->t_start - origin) / 1e9));
+    json_object_set_new(o, "end_s", json_real((double)(it->t_end - origin) / 1e9));
+    json_object_set_new(o, "offset", json_integer(it->offset));
+    json_object_set_new(o, "bytes", u64(it->bytes));
+    json_object_set_new(o, "node", text(xp_string(&l->d.nodes, p->node)));
+    json_object_set_new(o, "tid", u64(it->tid));
+    if (it->kind == XP_MPIIO) {
+        const char *path = xp_file_path(&l->d, it->producer, it->file);
+        json_object_set_new(o, "rank", json_integer(p->rank));
+        json_object_set_new(o, "file", path ? text(path) : json_null());
+    } else {
+        json_object_set_new(o, "server", text(xp_string(&l->pipe.names, it->server)));
+    }
+    return o;
+}
+
+static int in_window(const struct tl_item *it, int64_t from, int64_t to)
+{
+    return it->t_end >= from && it->t_start <= to;
+}
+
+json_t *live_job_timeline(struct live *l, const char *job, double from_s, double to_s,
+                          int *status)
+{
+    pthread_mutex_lock(&l->lock);
+    uint32_t id = find_job(l, job);
+    struct ljob *j = id ? l->jobs[id] : NULL;
+    if (!j) {
+        pthread_mutex_unlock(&l->lock);
+        *status = 404;
+        return NULL;
+    }
+    *status = 200;
+    /* Times are seconds after the job's first event; without a window, the
+     * last ten seconds of what the live view holds. */
+    int64_t origin = j->first_ns == INT64_MAX ? 0 : j->first_ns;
+    int64_t end = j->last_ns == INT64_MIN ? 0 : j->last_ns;
+    int64_t from = isnan(from_s) ? end - 10000000000ll : origin + (int64_t)(from_s * 1e9);
+    int64_t to = isnan(to_s) ? end : origin + (int64_t)(to_s * 1e9);
+    json_t *calls = json_array(), *disk = json_array(), *pairs = json_array();
+    uint64_t lo_call = UINT64_MAX, lo_disk = UINT64_MAX;
+    for (size_t i = 0; j->views && i < j->calls_tl.len; i++) {
+        const struct tl_item *it = &RING_AT(j->calls_tl, TL_CALLS, i);
+        if (it->id < lo_call)
+            lo_call = it->id;
+        if (in_window(it, from, to))
+            json_array_append_new(calls, item_json(l, it, origin));
+    }
+    for (size_t i = 0; j->views && i < j->disk_tl.len; i++) {
+        const struct tl_item *it = &RING_AT(j->disk_tl, TL_DISK, i);
+        if (it->id < lo_disk)
+            lo_disk = it->id;
+        if (in_window(it, from, to))
+            json_array_append_new(disk, item_json(l, it, origin));
+    }
+    for (size_t i = 0; j->views && i < j->pairs_tl.len; i++) {
+        const struct tl_pair *p = &RING_AT(j->pairs_tl, TL_PAIRS, i);
+        json_t *o = json_object();
+        json_object_set_new(o, "call", u64(p->call));
+        json_object_set_new(o, "disk", u64(p->disk));
+        json_array_append_new(pairs, o);
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "job", text(job));
+    json_object_set_new(o, "state", json_string(j->finished ? "finished" : "running"));
+    json_object_set_new(o, "origin_s", seconds(origin));
+    json_object_set_new(o, "from_s", json_real((double)(from - origin) / 1e9));
+    json_object_set_new(o, "to_s", json_real((double)(to - origin) / 1e9));
+    json_object_set_new(o, "held", json_boolean(j->views));
+    json_object_set_new(o, "calls", calls);
+    json_object_set_new(o, "disk_ops", disk);
+    json_object_set_new(o, "pairs", pairs);
+    pthread_mutex_unlock(&l->lock);
+    return o;
+}
+
+json_t *live_job_series(struct live *l, const char *job, int *status)
+{
+    pthread_mutex_lock(&l->lock);
+    uint32_t id = find_job(l, job);
+    struct ljob *j = id ? l->jobs[id] : NULL;
+    if (!j) {
+        pthread_mutex_unlock(&l->lock);
+        *status = 404;
+        return NULL;
+    }
+    *status = 200;
+    int64_t origin = j->first_ns == INT64_MAX ? 0 : j->first_ns / 1000000000;
+    json_t *servers = json_array();
+    for (size_t s = 1; s < l->pipe.names.n && s < SERIES_SERVERS; s++)
+        json_array_append_new(servers, text(l->pipe.names.str[s]));
+    json_array_append_new(servers, json_string("other"));
+    json_t *rows = json_array();
+    for (size_t i = 0; j->views && i < j->series.len; i++) {
+        const struct second *s = &RING_AT(j->series, SERIES, i);
+        int open = i + 1 == j->series.len && !j->finished;
+        json_t *r = json_object();
+        json_object_set_new(r, "t", json_integer(s->sec - origin));
+        json_object_set_new(r, "calls", u64(s->calls));
+        json_object_set_new(r, "read_bytes", u64(s->read_bytes));
+        json_object_set_new(r, "write_bytes", u64(s->write_bytes));
+        json_t *disk = json_array();
+        for (size_t k = 1; k < l->pipe.names.n && k < SERIES_SERVERS; k++)
+            json_array_append_new(disk, u64(s->disk_bytes[k]));
+        json_array_append_new(disk, u64(s->disk_bytes[SERIES_SERVERS] + s->disk_bytes[0]));
+        json_object_set_new(r, "disk_bytes", disk);
+        json_object_set_new(r, "p50_ns", u64(open ? iot_qhist_quantile(&j->open_q, 0.5) : s->p50_ns));
+        json_object_set_new(r, "p99_ns", u64(open ? iot_qhist_quantile(&j->open_q, 0.99) : s->p99_ns));
+        json_array_append_new(rows, r);
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "job", text(job));
+    json_object_set_new(o, "origin_s", json_integer(origin));
+    json_object_set_new(o, "servers", servers);
+    json_object_set_new(o, "seconds", rows);
+    pthread_mutex_unlock(&l->lock);
+    return o;
+}
+
+/* ---- Prometheus ------------------------------------------------------------ */
+
+struct buf {
+    char *p;
+    size_t n, cap;
+    int failed;
+};
+
+static void put(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct buf *b, const char *fmt, ...)
+{
+    for (int tries = 0; tries < 2 && !b->failed; tries++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->failed = 1;
+            return;
+        }
+        if ((size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = (b->cap + (size_t)k + 1) * 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->failed = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+/* Label values are escaped as the text format asks: \\, \" and \n. */
+static const char *label(const char *s, char *out, size_t len)
+{
+    size_t n = 0;
+    for (; *s && n + 3 < len; s++) {
+        if (*s == '\\' || *s == '"')
+            out[n++] = '\\', out[n++] = *s;
+        else if (*s == '\n')
+            out[n++] = '\\', out[n++] = 'n';
+        else
+            out[n++] = *s;
+    }
+    out[n] = '\0';
+    return out;
+}
+
+static void family(struct buf *b, const char *name, const char *type, const char *help)
+{
+    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static const char *const kind_names[IOT_INGEST_KINDS] = {"unknown", "client", "server",
+                                                         "agent"};
+
+static void collector_metrics(struct buf *b, const struct ingest_counters *c, double free_bytes,
+                              int64_t started)
+{
+    family(b, "iotrace_collector_batches_total", "counter",
+           "Batches received from agents, by outcome and producer kind.");
+    for (int k = 0; k < IOT_INGEST_KINDS; k++)
+        put(b, "iotrace_collector_batches_total{status=\"stored\",kind=\"%s\"} %llu\n",
+            kind_names[k], (unsigned long long)c->batches[k]);
+    put(b, "iotrace_collector_batches_total{status=\"duplicate\",kind=\"any\"} %llu\n",
+        (unsigned long long)c->dup_batches);
+    put(b, "iotrace_collector_batches_total{status=\"rejected\",kind=\"any\"} %llu\n",
+        (unsigned long long)c->rejected);
+    family(b, "iotrace_collector_events_total", "counter",
+           "Events in the batches received, by outcome and producer kind.");
+    for (int k = 0; k < IOT_INGEST_KINDS; k++)
+        put(b, "iotrace_collector_events_total{status=\"stored\",kind=\"%s\"} %llu\n",
+            kind_names[k], (unsigned long long)c->events[k]);
+    put(b, "iotrace_collector_events_total{status=\"duplicate\",kind=\"any\"} %llu\n",
+        (unsigned long long)c->dup_events);
+    family(b, "iotrace_collector_malformed_messages_total", "counter",
+           "Messages that were not valid protocol messages.");
+    put(b, "iotrace_collector_malformed_messages_total %llu\n", (unsigned long long)c->malformed);
+    family(b, "iotrace_collector_stored_bytes_total", "counter",
+           "Batch bytes appended to the store and synced.");
+    put(b, "iotrace_collector_stored_bytes_total %llu\n", (unsigned long long)c->bytes_stored);
+    family(b, "iotrace_collector_acks_total", "counter", "Acknowledgements sent to agents.");
+    put(b, "iotrace_collector_acks_total %llu\n", (unsigned long long)c->acks);
+    family(b, "iotrace_collector_group_commits_total", "counter",
+           "Group commits made durable with one fdatasync.");
+    put(b, "iotrace_collector_group_commits_total %llu\n", (unsigned long long)c->syncs);
+    family(b, "iotrace_collector_store_free_bytes", "gauge",
+           "Free space of the file system holding the store.");
+    put(b, "iotrace_collector_store_free_bytes %.0f\n", free_bytes);
+    family(b, "iotrace_collector_start_time_seconds", "gauge",
+           "When the collector started, seconds since the epoch.");
+    put(b, "iotrace_collector_start_time_seconds %.3f\n", (double)started / 1e9);
+}
+
+static void agent_metrics(struct buf *b, struct live *l, const struct ingest_agent *agents,
+                          size_t n)
+{
+    char name[IOT_INGEST_NODE_MAX * 2 + 4];
+    int64_t now = iot_now_ns();
+    family(b, "iotrace_agent_connected", "gauge",
+           "1 while the node's agent was heard from in the last 30 seconds.");
+    for (size_t i = 0; i < n; i++)
+        put(b, "iotrace_agent_connected{node=\"%s\"} %d\n", label(agents[i].node, name, sizeof name),
+            now - agents[i].last_seen_ns < CONNECTED_NS);
+    family(b, "iotrace_agent_last_seen_timestamp_seconds", "gauge",
+           "When the node's agent was last heard from, seconds since the epoch.");
+    for (size_t i = 0; i < n; i++)
+        put(b, "iotrace_agent_last_seen_timestamp_seconds{node=\"%s\"} %.3f\n",
+            label(agents[i].node, name, sizeof name), (double)agents[i].last_seen_ns / 1e9);
+    family(b, "iotrace_agent_batches_total", "counter", "Batches stored from the node's agent.");
+    for (size_t i = 0; i < n; i++)
+        put(b, "iotrace_agent_batches_total{node=\"%s\"} %llu\n",
+            label(agents[i].node, name, sizeof name), (unsigned long long)agents[i].batches);
+    family(b, "iotrace_agent_clock_offset_seconds", "gauge",
+           "Collector clock minus the node's clock, last sample.");
+    struct buf err = {0};
+    family(&err, "iotrace_agent_clock_error_seconds", "gauge",
+           "Bound on the error of the node's aligned times.");
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < l->d.nodes.n; k++) {
+            const struct iot_clockmap *m;
+            if (strcmp(l->d.nodes.str[k], agents[i].node) != 0 ||
+                !(m = xp_node_clock(&l->d, (uint32_t)k)))
+                continue;
+            struct iot_clock_summary cs;
+            iot_clockmap_summary(m, &cs);
+            label(agents[i].node, name, sizeof name);
+            put(b, "iotrace_agent_clock_offset_seconds{node=\"%s\"} %.9f\n", name,
+                (double)cs.offset_ns / 1e9);
+            put(&err, "iotrace_agent_clock_error_seconds{node=\"%s\"} %.9f\n", name,
+                (double)cs.error_ns / 1e9);
+        }
+    }
+    if (err.p)
+        put(b, "%s", err.p);
+    free(err.p);
+}
+
+/* Per-job series: calls and bytes by function and direction, disk
+ * operations and bytes by server, drops, unmatched.  A finished job's
+ * series leave with its figures (keep time). */
+static void job_metrics(struct buf *b, struct live *l)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"iotrace_job_running", "gauge", "1 while the job runs, 0 once finished."},
+        {"iotrace_job_mpiio_calls_total", "counter", "MPI-IO calls by function."},
+        {"iotrace_job_mpiio_bytes_total", "counter", "Bytes of MPI-IO calls by function and direction."},
+        {"iotrace_job_disk_ops_total", "counter", "Disk operations the job caused, by server."},
+        {"iotrace_job_disk_bytes_total", "counter", "Bytes of the disk operations the job caused, by server."},
+        {"iotrace_job_dropped_events_total", "counter", "Events of the job lost anywhere and counted."},
+        {"iotrace_job_unmatched_calls_total", "counter", "Calls expected to reach the disk whose disk operations were not seen."},
+        {"iotrace_job_unmatched_disk_ops_total", "counter", "Disk operations whose call was not seen."},
+    };
+    char job[256], fn[64], sv[256];
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        family(b, fam[f].name, fam[f].type, fam[f].help);
+        for (size_t i = 1; i < l->n_jobs; i++) {
+            struct ljob *j = l->jobs[i];
+            if (!j || (j->finished && !j->views))
+                continue;
+            const struct iot_an_job *st = i < l->pipe.an.stats.n_job ? l->pipe.an.stats.job[i] : NULL;
+            label(xp_string(&l->d.jobs, (uint32_t)i), job, sizeof job);
+            switch (f) {
+            case 0:
+                put(b, "%s{job=\"%s\"} %d\n", fam[f].name, job, !j->finished);
+                break;
+            case 1:
+            case 2:
+                for (unsigned k = 0; st && k < IOT_AN_FUNCS; k++) {
+                    const struct iot_an_func *x = st->func[k];
+                    if (!x || !x->count || !iot_func_name(k))
+                        continue;
+                    label(iot_func_name(k), fn, sizeof fn);
+                    int dir = xp_func_direction(k);
+                    if (f == 1)
+                        put(b, "%s{job=\"%s\",function=\"%s\"} %llu\n", fam[f].name, job, fn,
+                            (unsigned long long)x->count);
+                    else
+                        put(b, "%s{job=\"%s\",function=\"%s\",direction=\"%s\"} %llu\n",
+                            fam[f].name, job, fn,
+                            dir == XP_DIR_READ ? "read" : dir == XP_DIR_WRITE ? "write" : "none",
+                            (unsigned long long)x->bytes);
+                }
+                break;
+            case 3:
+            case 4:
+                for (size_t s = 0; st && s < st->n_server; s++) {
+                    if (!st->server[s].ops)
+                        continue;
+                    label(xp_string(&l->pipe.names, (uint32_t)s), sv, sizeof sv);
+                    put(b, "%s{job=\"%s\",server=\"%s\"} %llu\n", fam[f].name, job, sv,
+                        (unsigned long long)(f == 3 ? st->server[s].ops : st->server[s].bytes));
+                }
+                break;
+            case 5:
+                put(b, "%s{job=\"%s\"} %llu\n", fam[f].name, job, (unsigned long long)j->dropped);
+                break;
+            case 6:
+            case 7:
+                put(b, "%s{job=\"%s\"} %llu\n", fam[f].name, job,
+                    (unsigned long long)(!st ? 0 : f == 6 ? st->unmatched_calls : st->unmatched_disk_ops));
+                break;
+            }
+        }
+    }
+}
+
+char *live_metrics(struct live *l, double store_free_bytes)
+{
+    struct ingest_view *v = l->ingest;
+    struct ingest_agent *agents = malloc(sizeof v->agents);
+    if (!agents)
+        return NULL;
+    pthread_mutex_lock(&v->lock);
+    struct ingest_counters c = v->count;
+    int64_t started = v->started_ns;
+    size_t n = v->n_agents;
+    memcpy(agents, v->agents, n * sizeof *agents);
+    pthread_mutex_unlock(&v->lock);
+    struct buf b = {0};
+    collector_metrics(&b, &c, store_free_bytes, started);
+    pthread_mutex_lock(&l->lock);
+    family(&b, "iotrace_analysis_batches_total", "counter", "Stored batches the live analysis has read.");
+    put(&b, "iotrace_analysis_batches_total %llu\n", (unsigned long long)l->batches_read);
+    family(&b, "iotrace_analysis_events_total", "counter", "Events the live analysis has read.");
+    put(&b, "iotrace_analysis_events_total %llu\n", (unsigned long long)l->events_read);
+    family(&b, "iotrace_analysis_newest_batch_timestamp_seconds", "gauge",
+           "When the newest batch the live analysis has read was stored, seconds since the "
+           "epoch.");
+    put(&b, "iotrace_analysis_newest_batch_timestamp_seconds %.3f\n",
+        (double)l->newest_arrival_ns / 1e9);
+    agent_metrics(&b, l, agents, n);
+    job_metrics(&b, l);
+    pthread_mutex_unlock(&l->lock);
+    free(agents);
+    if (b.failed) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}

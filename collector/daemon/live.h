@@ -1,0 +1,56 @@
+/* Live analysis: a thread that follows the store as the ingest loop makes
+ * it durable and runs the pipeline of iotrace-export --stats over every
+ * batch (analysis/pipeline.h), per job, while the job runs.  It reads the
+ * store, not the ingest loop's memory, so it can fall behind without
+ * holding up ingest or acknowledgements, and it never loses a batch.
+ *
+ * A job is running while batches of its processes arrive; it is finished
+ * after `job_idle_ns` without one.  Its final statistics are then computed
+ * from the store exactly as `iotrace-export --stats --format json --job`
+ * computes them (with every clock sample, which the live figures could
+ * not yet use), kept for `keep_ns`, and recomputed from the store when
+ * asked for after that.  Everything the HTTP server shows is built from
+ * this state under live->lock (docs/http-api.md). */
+#ifndef IOT_DAEMON_LIVE_H
+#define IOT_DAEMON_LIVE_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "ingest.h"
+
+struct live_config {
+    const char *store;
+    int64_t lateness_ns, grace_ns;
+    int64_t job_idle_ns; /* silence after which a job is finished */
+    int64_t keep_ns;     /* how long a finished job's figures stay in memory */
+};
+
+struct live;
+
+/* Starts the thread; NULL with a reason in err. */
+struct live *live_start(const struct live_config *cfg, struct ingest_view *ingest, char *err,
+                        size_t errlen);
+void live_stop(struct live *l);
+
+/* Waits until the live state changes or timeout_ms passes; returns the
+ * update counter (for Server-Sent Events). */
+uint64_t live_wait_update(struct live *l, uint64_t seen, int timeout_ms);
+
+/* JSON documents of the HTTP API (docs/http-api.md); NULL when out of
+ * memory.  A job that is not known gives *status 404. */
+json_t *live_jobs_json(struct live *l);
+json_t *live_nodes_json(struct live *l);
+json_t *live_status_json(struct live *l);
+/* The job's statistics: exactly iotrace-export --stats --format json --job. */
+char *live_job_stats(struct live *l, const char *job, int *status);
+json_t *live_job_timeline(struct live *l, const char *job, double from_s, double to_s,
+                          int *status);
+json_t *live_job_series(struct live *l, const char *job, int *status);
+int live_job_known(struct live *l, const char *job);
+
+/* Prometheus text exposition of the daemon (collector, agents, jobs). */
+char *live_metrics(struct live *l, double store_free_bytes);
+
+#endif

@@ -1,0 +1,265 @@
+// iotrace dashboard: one Server-Sent Events stream (/api/v1/events) keeps the
+// cluster view and the chosen job's charts current; the job's statistics and
+// timeline come from the JSON API (docs/http-api.md, docs/dashboard.md).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let selected = new URLSearchParams(location.search).get("job");
+let source = null;
+let lastStatus = null;
+let charts = {};
+let timeline = null; // the last /timeline document, for clicks
+let boxes = [];      // drawn calls: {x0, x1, y0, y1, call}
+
+function human(n, unit = "") {
+  if (n === null || n === undefined) return "–";
+  const k = ["", "K", "M", "G", "T", "P"];
+  let i = 0;
+  while (Math.abs(n) >= 1000 && i < k.length - 1) { n /= 1000; i++; }
+  return (i ? n.toFixed(1) : String(Math.round(n * 100) / 100)) + " " + k[i] + unit;
+}
+function bytes(n) { return human(n, "B"); }
+function secs(s) { return s === null ? "–" : (Math.abs(s) < 1e-3 ? (s * 1e6).toFixed(0) + " µs" : Math.abs(s) < 1 ? (s * 1e3).toFixed(2) + " ms" : s.toFixed(3) + " s"); }
+function cell(tr, v) { const td = document.createElement("td"); td.textContent = v; tr.appendChild(td); return td; }
+function fill(table, rows) {
+  const body = $(table).querySelector("tbody");
+  body.replaceChildren(...rows);
+}
+
+function connect() {
+  if (source) source.close();
+  source = new EventSource("api/v1/events" + (selected ? "?job=" + encodeURIComponent(selected) : ""));
+  source.onopen = () => { $("conn").textContent = "live"; $("conn").className = "badge ok"; };
+  source.onerror = () => { $("conn").textContent = "reconnecting…"; $("conn").className = "badge bad"; };
+  source.onmessage = (e) => update(JSON.parse(e.data));
+}
+
+function update(msg) {
+  const st = msg.status;
+  $("clock").textContent = new Date(st.time_s * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+  if (lastStatus) {
+    const dt = st.time_s - lastStatus.time_s;
+    if (dt > 0) {
+      $("ingest-rate").textContent = human((st.events_stored - lastStatus.events_stored) / dt, " events/s");
+      $("ingest-batches").textContent = human((st.batches_stored - lastStatus.batches_stored) / dt, " batches/s");
+    }
+  }
+  lastStatus = st;
+  $("stored").textContent = human(st.events_stored, " events");
+  $("store-free").textContent = bytes(st.bytes_stored) + " stored";
+  $("jobs-count").textContent = st.jobs_running + " / " + st.jobs_finished;
+  $("bad").textContent = st.rejected_batches + " · " + st.duplicate_batches + " · " + st.malformed_messages;
+  fill("agents", (msg.nodes || []).map((n) => {
+    const tr = document.createElement("tr");
+    cell(tr, n.node);
+    const h = cell(tr, n.connected ? "connected" : "silent");
+    h.className = n.connected ? "ok" : "bad";
+    cell(tr, new Date(n.last_seen_s * 1000).toLocaleTimeString());
+    cell(tr, n.clock.offset_s === null ? "no samples" : secs(n.clock.offset_s) + " ± " + secs(n.clock.error_s));
+    cell(tr, n.clock.drift_ppm === null ? "–" : n.clock.drift_ppm.toFixed(1) + " ppm");
+    cell(tr, n.batches);
+    cell(tr, n.events);
+    return tr;
+  }));
+  fill("jobs", msg.jobs.map((j) => {
+    const tr = document.createElement("tr");
+    tr.className = "click";
+    tr.dataset.job = j.job;
+    tr.onclick = () => select(j.job);
+    cell(tr, j.job);
+    cell(tr, j.state);
+    cell(tr, j.ranks);
+    cell(tr, j.nodes);
+    cell(tr, j.mpiio_calls);
+    cell(tr, bytes(j.bytes_read));
+    cell(tr, bytes(j.bytes_written));
+    cell(tr, j.disk_ops);
+    cell(tr, j.dropped_events);
+    return tr;
+  }));
+  if (selected) {
+    const j = msg.jobs.find((x) => x.job === selected);
+    if (j) {
+      $("job-state").textContent = j.state;
+      $("job-state").className = "badge " + j.state;
+    }
+    if (msg.series) drawSeries(msg.series);
+    refreshJob();
+  }
+}
+
+function select(job) {
+  selected = job;
+  history.replaceState(null, "", "?job=" + encodeURIComponent(job));
+  $("job").hidden = false;
+  $("job-name").textContent = job;
+  for (const f of ["stats", "jsonl", "slog2"])
+    $("dl-" + f).href = "api/v1/jobs/" + encodeURIComponent(job) + "/download/" + f;
+  $("detail").hidden = true;
+  connect();
+}
+
+let busy = false;
+async function refreshJob() {
+  if (busy) return;
+  busy = true;
+  try {
+    const job = encodeURIComponent(selected);
+    const [stats, tl] = await Promise.all([
+      fetch("api/v1/jobs/" + job + "/stats").then((r) => r.json()),
+      fetch("api/v1/jobs/" + job + "/timeline").then((r) => r.json()),
+    ]);
+    drawStats(stats.jobs[0]);
+    timeline = tl;
+    drawTimeline(tl);
+  } catch (e) {
+    console.log(e);
+  } finally {
+    busy = false;
+  }
+}
+
+function drawStats(s) {
+  if (!s) return;
+  $("amp").textContent = s.amplification === null ? "–" : s.amplification.toFixed(3);
+  $("share").textContent = s.disk_time_share === null ? "–" : s.disk_time_share.toFixed(3);
+  $("unmatched").textContent = s.unmatched_calls + " · " + s.unmatched_disk_ops;
+  $("dropped").textContent = s.dropped_events;
+  fill("functions", Object.entries(s.functions).map(([name, f]) => {
+    const tr = document.createElement("tr");
+    tr.dataset.function = name;
+    cell(tr, name);
+    for (const k of ["count", "bytes", "time_ns", "mean_ns", "p50_ns", "p99_ns"]) cell(tr, f[k]);
+    cell(tr, f.disk_ops_per_call.mean === null ? "-" : f.disk_ops_per_call.mean.toFixed(2));
+    cell(tr, f.disk_ops_per_call.max);
+    cell(tr, f.disk_bytes);
+    return tr;
+  }));
+  fill("servers", Object.entries(s.servers).map(([name, v]) => {
+    const tr = document.createElement("tr");
+    cell(tr, name);
+    cell(tr, v.ops);
+    cell(tr, bytes(v.bytes));
+    cell(tr, secs(v.busy_ns / 1e9));
+    return tr;
+  }));
+  const buckets = ["0", "1", "2", "3-4", "5-8", "9-16", ">16"];
+  const sums = buckets.map((b) => Object.values(s.functions).reduce((a, f) => a + f.disk_ops_per_call.histogram[b], 0));
+  chart("ops", "bar", buckets, [{ label: "calls", data: sums, backgroundColor: "#3b6ea5" }]);
+}
+
+const palette = ["#e67e22", "#2980b9", "#8e44ad", "#16a085", "#c0392b", "#7f8c8d", "#d35400", "#27ae60"];
+
+function drawSeries(se) {
+  const t = se.seconds.map((r) => r.t + " s");
+  const sets = [
+    { label: "MPI-IO read", data: se.seconds.map((r) => r.read_bytes), borderColor: "#2e8b57", borderWidth: 2 },
+    { label: "MPI-IO write", data: se.seconds.map((r) => r.write_bytes), borderColor: "#c0392b", borderWidth: 2 },
+  ];
+  se.servers.forEach((name, i) => {
+    const data = se.seconds.map((r) => r.disk_bytes[i]);
+    if (data.some((x) => x > 0))
+      sets.push({ label: "disk " + name, data, borderColor: palette[i % palette.length], borderDash: [4, 3], borderWidth: 1.5 });
+  });
+  chart("bw", "line", t, sets, "bytes/s");
+  chart("lat", "line", t, [
+    { label: "p50", data: se.seconds.map((r) => r.p50_ns / 1e6), borderColor: "#2980b9" },
+    { label: "p99", data: se.seconds.map((r) => r.p99_ns / 1e6), borderColor: "#c0392b" },
+  ], "ms");
+}
+
+function chart(id, type, labels, datasets, yTitle) {
+  if (typeof Chart === "undefined") return;
+  if (charts[id]) {
+    charts[id].data.labels = labels;
+    charts[id].data.datasets = datasets;
+    charts[id].update("none");
+    return;
+  }
+  charts[id] = new Chart($(id), {
+    type, data: { labels, datasets },
+    options: { animation: false, responsive: true, plugins: { legend: { position: "bottom" } },
+      scales: { y: { beginAtZero: true, title: { display: !!yTitle, text: yTitle || "" } } } },
+  });
+}
+
+// The timeline: a lane per rank (calls) above a lane per storage-server
+// thread (disk operations), an arrow from each call to each disk operation
+// it caused, as Jumpshot draws them after the run.
+function drawTimeline(tl) {
+  const cv = $("timeline");
+  const ctx = cv.getContext("2d");
+  const W = cv.width, H = cv.height, left = 150, right = 10;
+  ctx.fillStyle = "#111";
+  ctx.fillRect(0, 0, W, H);
+  const rankKey = (c) => c.node + " rank " + c.rank;
+  const diskKey = (d) => d.server + " tid " + d.tid;
+  const ranks = [...new Set(tl.calls.map(rankKey))].sort();
+  const threads = [...new Set(tl.disk_ops.map(diskKey))].sort();
+  const lanes = ranks.length + threads.length;
+  boxes = [];
+  if (!lanes) {
+    ctx.fillStyle = "#aaa";
+    ctx.fillText("no calls in the last seconds", 20, 30);
+    return;
+  }
+  const lh = Math.min(40, (H - 20) / lanes);
+  const x = (s) => left + (s - tl.from_s) / Math.max(1e-9, tl.to_s - tl.from_s) * (W - left - right);
+  const y = {};
+  ctx.font = "11px sans-serif";
+  [...ranks, ...threads].forEach((k, i) => {
+    y[k] = 10 + i * lh;
+    ctx.fillStyle = i < ranks.length ? "#ddd" : "#f0c080";
+    ctx.fillText(k, 4, y[k] + lh * 0.6);
+    ctx.strokeStyle = "#333";
+    ctx.beginPath(); ctx.moveTo(left, y[k] + lh); ctx.lineTo(W, y[k] + lh); ctx.stroke();
+  });
+  const byId = {};
+  for (const c of tl.calls) {
+    byId[c.id] = c;
+    const x0 = x(c.start_s), x1 = Math.max(x0 + 1, x(c.end_s)), y0 = y[rankKey(c)] + 2;
+    ctx.fillStyle = /read/.test(c.func) ? "#2ecc71" : /write/.test(c.func) ? "#e74c3c" : "#9b59b6";
+    ctx.fillRect(x0, y0, x1 - x0, lh - 4);
+    boxes.push({ x0, x1, y0, y1: y0 + lh - 4, call: c });
+  }
+  for (const d of tl.disk_ops) {
+    byId[d.id] = d;
+    const x0 = x(d.start_s), x1 = Math.max(x0 + 1, x(d.end_s));
+    ctx.fillStyle = /read/.test(d.func) ? "#ffa500" : /write/.test(d.func) ? "#3b7bff" : "#ffffff";
+    ctx.fillRect(x0, y[diskKey(d)] + 2, x1 - x0, lh - 4);
+  }
+  for (const p of tl.pairs) {
+    const c = byId[p.call], d = byId[p.disk];
+    if (!c || !d) continue;
+    ctx.strokeStyle = /read/.test(d.func) ? "#ffa500" : /write/.test(d.func) ? "#3b7bff" : "#ffffff";
+    ctx.beginPath();
+    ctx.moveTo(x(c.start_s), y[rankKey(c)] + lh / 2);
+    ctx.lineTo(x(d.start_s), y[diskKey(d)] + lh / 2);
+    ctx.stroke();
+  }
+}
+
+$("timeline").addEventListener("click", (e) => {
+  const cv = $("timeline"), r = cv.getBoundingClientRect();
+  const px = (e.clientX - r.left) * cv.width / r.width, py = (e.clientY - r.top) * cv.height / r.height;
+  const hit = boxes.find((b) => px >= b.x0 - 2 && px <= b.x1 + 2 && py >= b.y0 && py <= b.y1);
+  if (!hit) return;
+  showCall(hit.call);
+});
+
+function showCall(c) {
+  const ids = new Set(timeline.pairs.filter((p) => p.call === c.id).map((p) => p.disk));
+  const ops = timeline.disk_ops.filter((d) => ids.has(d.id));
+  const lines = [
+    `${c.func}  CallID=${c.callid}  rank ${c.rank} on ${c.node}`,
+    `file ${c.file}  offset ${c.offset}  bytes ${c.bytes}  ${secs(c.end_s - c.start_s)}`,
+    `${ops.length} disk operation${ops.length === 1 ? "" : "s"}:`,
+    ...ops.map((d) => `  ${d.func} on ${d.server} (tid ${d.tid})  offset ${d.offset}  bytes ${d.bytes}  ${secs(d.end_s - d.start_s)}`),
+  ];
+  $("detail").textContent = lines.join("\n");
+  $("detail").dataset.callid = c.callid;
+  $("detail").dataset.ops = ops.length;
+  $("detail").hidden = false;
+}
+
+if (selected) select(selected); else connect();

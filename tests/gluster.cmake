@@ -20,3 +20,14 @@ if(TARGET xlator-iotrace-client)
   set_tests_properties(gluster.clock_aligned PROPERTIES
     TIMEOUT 300 RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endif()
+
+# The live collector over HTTP while a traced job runs on a volume: API,
+# statistics equal to the export's, a real Prometheus, headless Chromium.
+if(TARGET xlator-iotrace-client)
+  add_test(NAME gluster.live_dashboard
+    COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_live.py ${IOTRACE_IT_ARGS}
+            --volume-sh=${PROJECT_SOURCE_DIR}/deploy/gluster/volume.sh
+            --xlator-dir=$<TARGET_FILE_DIR:xlator-iotrace-client>)
+  set_tests_properties(gluster.live_dashboard PROPERTIES
+    TIMEOUT 600 RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+endif()

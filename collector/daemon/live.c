@@ -1048,7 +1048,7 @@ static void job_metrics(struct buf *b, struct live *l)
             label(xp_string(&l->d.jobs, (uint32_t)i), job, sizeof job);
             switch (f) {
             case 0:
-                put(b, "%s{job=\"%s\"} %d\n", fam[f].name, job, !j->finished);
+                put(b, "%s{job_id=\"%s\"} %d\n", fam[f].name, job, !j->finished);
                 break;
             case 1:
             case 2:
@@ -1059,10 +1059,10 @@ static void job_metrics(struct buf *b, struct live *l)
                     label(iot_func_name(k), fn, sizeof fn);
                     int dir = xp_func_direction(k);
                     if (f == 1)
-                        put(b, "%s{job=\"%s\",function=\"%s\"} %llu\n", fam[f].name, job, fn,
+                        put(b, "%s{job_id=\"%s\",function=\"%s\"} %llu\n", fam[f].name, job, fn,
                             (unsigned long long)x->count);
                     else
-                        put(b, "%s{job=\"%s\",function=\"%s\",direction=\"%s\"} %llu\n",
+                        put(b, "%s{job_id=\"%s\",function=\"%s\",direction=\"%s\"} %llu\n",
                             fam[f].name, job, fn,
                             dir == XP_DIR_READ ? "read" : dir == XP_DIR_WRITE ? "write" : "none",
                             (unsigned long long)x->bytes);
@@ -1074,16 +1074,16 @@ static void job_metrics(struct buf *b, struct live *l)
                     if (!st->server[s].ops)
                         continue;
                     label(xp_string(&l->pipe.names, (uint32_t)s), sv, sizeof sv);
-                    put(b, "%s{job=\"%s\",server=\"%s\"} %llu\n", fam[f].name, job, sv,
+                    put(b, "%s{job_id=\"%s\",server=\"%s\"} %llu\n", fam[f].name, job, sv,
                         (unsigned long long)(f == 3 ? st->server[s].ops : st->server[s].bytes));
                 }
                 break;
             case 5:
-                put(b, "%s{job=\"%s\"} %llu\n", fam[f].name, job, (unsigned long long)j->dropped);
+                put(b, "%s{job_id=\"%s\"} %llu\n", fam[f].name, job, (unsigned long long)j->dropped);
                 break;
             case 6:
             case 7:
-                put(b, "%s{job=\"%s\"} %llu\n", fam[f].name, job,
+                put(b, "%s{job_id=\"%s\"} %llu\n", fam[f].name, job,
                     (unsigned long long)(!st ? 0 : f == 6 ? st->unmatched_calls : st->unmatched_disk_ops));
                 break;
             }

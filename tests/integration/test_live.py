@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""The live collector: a real traced MPI job on a GlusterFS volume through a
+real agent, watched over the collector's HTTP server while it runs.
+
+- the job appears in /api/v1/jobs as running and its counts grow while
+  mpiexec runs (three runs of mpiio_mix under one job id);
+- once finished, /api/v1/jobs/JOB/stats is byte for byte the output of
+  `iotrace-export --stats --format json --job JOB` over the same store;
+- a real Prometheus (Debian's) scrapes /metrics, and a query to its HTTP API
+  returns the job's MPI-IO call count; promtool accepts the exposition;
+- bad input: an unknown job is a 404 with a JSON error, a bad window a 400,
+  idle and slow HTTP clients and a client that leaves mid-download do not
+  stop ingest;
+- headless Chromium loads the dashboard, finds the per-function table equal
+  to the statistics, clicks a call on the timeline and sees its disk
+  operations (screenshots go to $IOTRACE_SCREENSHOT_DIR when set)."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Deployment, free_port, parse_bins  # noqa: E402
+from test_gluster import NPROCS, B, Volume, run_mix  # noqa: E402
+
+JOB = "live-job-1"
+
+
+def fail(msg):
+    raise AssertionError(msg)
+
+
+def get(port, path, timeout=30):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def get_json(port, path):
+    status, body = get(port, path)
+    if status != 200:
+        fail(f"GET {path}: {status} {body[:300]!r}")
+    return json.loads(body)
+
+
+def job_row(port, job):
+    for j in get_json(port, "/api/v1/jobs")["jobs"]:
+        if j["job"] == job:
+            return j
+    return None
+
+
+def watch_running_job(bins, dep, vol, hport):
+    """Three runs under one job id; the API is polled while they run."""
+    seen = []
+    path = os.path.join(vol.mnt, "live.bin")
+    for run in range(3):
+        run_mix(bins, dep, path, JOB)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            row = job_row(hport, JOB)
+            if row and (not seen or row["mpiio_calls"] > seen[-1]["mpiio_calls"]):
+                break
+            time.sleep(0.2)
+        if not row:
+            fail("the job never appeared in /api/v1/jobs\n" + dep.logs())
+        if row["state"] != "running":
+            fail(f"the job is {row['state']} between runs (job-idle is 6 s)")
+        seen.append(row)
+    calls = [r["mpiio_calls"] for r in seen]
+    if not (calls[0] < calls[1] < calls[2]):
+        fail(f"MPI-IO call counts did not grow while the job ran: {calls}")
+    print(f"while running: mpiio_calls {calls}, events {[r['events'] for r in seen]}")
+
+
+def wait_finished(hport):
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        row = job_row(hport, JOB)
+        if row and row["state"] == "finished":
+            return row
+        time.sleep(0.3)
+    fail("the job was not finished 60 s after its last run")
+
+
+def check_stats_equal(bins, dep, hport):
+    status, api = get(hport, f"/api/v1/jobs/{JOB}/stats")
+    if status != 200:
+        fail(f"stats: {status}")
+    cli = subprocess.run([bins["export"], "--store", dep.store, "--job", JOB, "--stats",
+                          "--format", "json"], capture_output=True, check=True).stdout
+    if api != cli:
+        open(os.path.join(dep.tmp, "api.json"), "wb").write(api)
+        open(os.path.join(dep.tmp, "cli.json"), "wb").write(cli)
+        fail("the API's statistics differ from iotrace-export --stats --format json")
+    stats = json.loads(api)["jobs"][0]
+    calls = sum(f["count"] for f in stats["functions"].values())
+    print(f"finished: /stats equals --stats ({len(api)} bytes, {calls} MPI-IO events, "
+          f"{sum(s['ops'] for s in stats['servers'].values())} disk operations)")
+    return stats
+
+
+def check_prometheus(dep, hport, stats):
+    status, text = get(hport, "/metrics")
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True)
+    if r.returncode != 0:
+        fail("promtool check metrics: " + r.stdout.decode() + r.stderr.decode())
+    pport = free_port()
+    pdir = os.path.join(dep.tmp, "prometheus")
+    os.makedirs(pdir)
+    cfg = os.path.join(pdir, "prometheus.yml")
+    with open(cfg, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n"
+                "  - job_name: iotrace\n    static_configs:\n"
+                f"      - targets: ['127.0.0.1:{hport}']\n")
+    prom = subprocess.Popen(["prometheus", "--config.file", cfg, "--storage.tsdb.path",
+                             os.path.join(pdir, "data"), "--web.listen-address",
+                             f"127.0.0.1:{pport}"], stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(pdir, "log"), "w"))
+    try:
+        query = urllib.request.quote(f'sum(iotrace_job_mpiio_calls_total{{job_id="{JOB}"}})')
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                doc = get_json(pport, f"/api/v1/query?query={query}")
+                if doc["data"]["result"]:
+                    break
+            except (OSError, AssertionError):
+                pass
+            time.sleep(0.5)
+        else:
+            fail("Prometheus returned nothing for the job's calls:\n" +
+                 open(os.path.join(pdir, "log")).read()[-2000:])
+        got = int(float(doc["data"]["result"][0]["value"][1]))
+        want = sum(f["count"] for f in stats["functions"].values())
+        if got != want:
+            fail(f"Prometheus says {got} MPI-IO calls, --stats {want}")
+        print(f"prometheus: sum(iotrace_job_mpiio_calls_total) = {got}, as --stats")
+    finally:
+        prom.terminate()
+        prom.wait(timeout=30)
+
+
+def check_bad_input(bins, dep, vol, hport):
+    status, body = get(hport, "/api/v1/jobs/no-such-job/stats")
+    if status != 404 or json.loads(body).get("status") != 404:
+        fail(f"unknown job: {status} {body!r}")
+    for q in ("from=abc", "from=5&to=1", "to=inf"):
+        status, body = get(hport, f"/api/v1/jobs/{JOB}/timeline?{q}")
+        if status != 400 or "error" not in json.loads(body):
+            fail(f"timeline?{q}: {status} {body!r}")
+    if get(hport, "/api/v2/jobs")[0] != 404 or get(hport, "/../etc/passwd")[0] != 404:
+        fail("unknown API version or a path outside the web root was served")
+    # Clients that connect and stay silent, clients half way through a
+    # request, SSE clients that never read, and one that leaves a download.
+    idle = []
+    for i in range(28):  # the per-address limit is --http-clients / 2 + 1 (33)
+        s = socket.create_connection(("127.0.0.1", hport))
+        if i % 3 == 1:
+            s.sendall(b"GET /api/v1/jobs HTTP/1.1\r\nHost: x\r\n")
+        elif i % 3 == 2:
+            s.sendall(b"GET /api/v1/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        idle.append(s)
+    s = socket.create_connection(("127.0.0.1", hport))
+    s.sendall(f"GET /api/v1/jobs/{JOB}/download/jsonl HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    s.recv(100)
+    s.close()
+    before = dep.export()
+    t0 = time.time()
+    run_mix(bins, dep, os.path.join(vol.mnt, "other.bin"), "live-job-2")
+    dep.wait_for(lambda ev: sum(e["job"] == "live-job-2" and e["kind"] == "mpiio" for e in ev) > 0,
+                 timeout=30)
+    took = time.time() - t0
+    for s in idle:
+        s.close()
+    if len(dep.export()) <= len(before):
+        fail("nothing was ingested while HTTP clients hung")
+    print(f"bad input: 404, 400s, 28 idle/slow clients and a dropped download; "
+          f"another job ingested in {took:.1f} s meanwhile")
+
+
+def check_browser(dep, hport, stats):
+    # python3-selenium is Debian's: visible to /usr/bin/python3, and to
+    # another interpreter once its dist-packages are on the path.
+    if "/usr/lib/python3/dist-packages" not in sys.path:
+        sys.path.append("/usr/lib/python3/dist-packages")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.common.action_chains import ActionChains
+    except ImportError:
+        fail("python3-selenium is not installed (deploy/install-deps.sh installs it)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,2000",
+              f"--user-data-dir={tempfile.mkdtemp(dir=dep.tmp)}"):
+        opts.add_argument(a)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+    shots = os.environ.get("IOTRACE_SCREENSHOT_DIR")
+    try:
+        driver.get(f"http://127.0.0.1:{hport}/")
+        deadline = time.time() + 30
+        while time.time() < deadline and not driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr"):
+            time.sleep(0.3)
+        rows = driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")
+        if not any(r.get_attribute("data-job") == JOB for r in rows):
+            fail("the dashboard does not list the job")
+        if shots:
+            driver.save_screenshot(os.path.join(shots, "dashboard-cluster.png"))
+        next(r for r in rows if r.get_attribute("data-job") == JOB).click()
+        want = {name: f["count"] for name, f in stats["functions"].items()}
+        got = {}
+        deadline = time.time() + 30
+        while time.time() < deadline and got != want:
+            # Read in one go: the table is redrawn on every update.
+            got = driver.execute_script("""
+                const out = {};
+                for (const tr of document.querySelectorAll('#functions tbody tr'))
+                    out[tr.dataset.function] = parseInt(tr.children[1].textContent);
+                return out;""")
+            time.sleep(0.3)
+        if got != want:
+            fail(f"the dashboard's function table {got} is not --stats's {want}")
+        # Click the first drawn call whose CallID reached a disk.
+        target = driver.execute_script("""
+            const t = timeline; if (!t) return null;
+            const hit = new Set(t.pairs.map(p => p.call));
+            const b = boxes.find(b => hit.has(b.call.id)); if (!b) return null;
+            const cv = document.getElementById('timeline'), r = cv.getBoundingClientRect();
+            return {x: ((b.x0 + b.x1) / 2) * r.width / cv.width - r.width / 2,
+                    y: ((b.y0 + b.y1) / 2) * r.height / cv.height - r.height / 2,
+                    callid: b.call.callid};""")
+        if not target:
+            fail("the timeline shows no call with a disk operation")
+        canvas = driver.find_element(By.ID, "timeline")
+        driver.execute_script("arguments[0].scrollIntoView()", canvas)
+        ActionChains(driver).move_to_element_with_offset(canvas, int(target["x"]),
+                                                         int(target["y"])).click().perform()
+        detail = driver.find_element(By.ID, "detail")
+        deadline = time.time() + 5
+        while time.time() < deadline and not detail.is_displayed():
+            time.sleep(0.2)
+        if not detail.is_displayed() or int(detail.get_attribute("data-ops") or 0) < 1:
+            fail("clicking a call did not show its disk operations")
+        if shots:
+            driver.save_screenshot(os.path.join(shots, "dashboard-job.png"))
+        print(f"browser: function table equals --stats ({sum(want.values())} calls); clicked "
+              f"CallID={detail.get_attribute('data-callid')}: "
+              f"{detail.get_attribute('data-ops')} disk operations")
+    finally:
+        driver.quit()
+
+
+def main():
+    bins = parse_bins(sys.argv[1:])
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        print("SKIP: needs root and /dev/fuse for a GlusterFS mount")
+        return 77
+    dep = Deployment(bins, node="livenode")
+    dep.registry = f"/iotrace-live-{os.getpid()}"
+    hport = free_port()
+    vol = None
+    try:
+        dep.start_collector("--http", f"127.0.0.1:{hport}", "--job-idle", "6000")
+        dep.start_agent()
+        vol = Volume(bins, dep, "distribute", 2)
+        watch_running_job(bins, dep, vol, hport)
+        wait_finished(hport)
+        stats = check_stats_equal(bins, dep, hport)
+        check_prometheus(dep, hport, stats)
+        check_browser(dep, hport, stats)
+        check_bad_input(bins, dep, vol, hport)
+    except Exception:
+        print(dep.logs(), file=sys.stderr)
+        raise
+    finally:
+        if vol:
+            vol.stop()
+        dep.stop()
+    print("live collector: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

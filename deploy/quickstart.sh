@@ -7,10 +7,20 @@
 # inside them and the disk operations on the bricks, joined by CallID; then
 # the job's statistics, and writes them as JSON and the trace as an SLOG-2
 # file for Jumpshot.
+# While the job runs, the collector's live dashboard is at
+# http://127.0.0.1:8080/; with --serve the collector keeps serving it after
+# the demo until Ctrl-C.
 # Environment: IOTRACE_DEMO_DIR (default /tmp/iotrace-demo), IOTRACE_DEMO_PORT
-# (default 5555), IOTRACE_DEMO_RANKS (default 4), IOTRACE_DEMO_VOLUME
-# (distribute, replica or disperse; default distribute).
+# (default 5555), IOTRACE_DEMO_HTTP (default 127.0.0.1:8080), IOTRACE_DEMO_RANKS
+# (default 4), IOTRACE_DEMO_VOLUME (distribute, replica or disperse; default
+# distribute).
 set -eu
+serve=0
+case ${1:-} in
+    --serve) serve=1 ;;
+    "") ;;
+    *) echo "usage: $0 [--serve]" >&2; exit 2 ;;
+esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/deploy/install-deps.sh"
 "$top/deploy/build.sh" "$top/build"
@@ -18,6 +28,7 @@ b="$top/build"
 work=${IOTRACE_DEMO_DIR:-/tmp/iotrace-demo}
 port=${IOTRACE_DEMO_PORT:-5555}
 ranks=${IOTRACE_DEMO_RANKS:-4}
+http=${IOTRACE_DEMO_HTTP:-127.0.0.1:8080}
 volume=${IOTRACE_DEMO_VOLUME:-distribute}
 registry=/iotrace-demo-registry
 "$top/deploy/gluster/volume.sh" stop --dir "$work/vol" >/dev/null 2>&1 || true
@@ -25,7 +36,7 @@ rm -rf "$work"
 mkdir -p "$work"
 
 "$b/collector/iotrace-collector" --listen "tcp://127.0.0.1:$port" --store "$work/store" \
-    2>"$work/collector.log" &
+    --http "$http" --job-idle 3000 2>"$work/collector.log" &
 collector=$!
 "$b/agent/iotrace-agent" --collector "tcp://127.0.0.1:$port" --listen "ipc://$work/agent.sock" \
     --node "$(hostname -s)" 2>"$work/agent.log" &
@@ -57,6 +68,7 @@ echo "== a $volume GlusterFS volume with the iotrace translators on $work/mnt"
 
 job="quickstart-$(date +%Y%m%d-%H%M%S)"
 echo "== mpiexec -n $ranks mpiio_mix on the volume, libiotrace-client.so preloaded (job $job)"
+echo "   live dashboard: http://$http/?job=$job"
 # Created first: see "direct I/O" in docs/gluster.md.
 : >"$work/mnt/data.bin"
 mpiexec -n "$ranks" -genv LD_PRELOAD "$b/clientlib/libiotrace-client.so" \
@@ -66,9 +78,24 @@ mpiexec -n "$ranks" -genv LD_PRELOAD "$b/clientlib/libiotrace-client.so" \
 # SIGTERM makes the agent deliver what it holds before it exits.
 kill -TERM "$agent"
 wait "$agent" || true
-kill -TERM "$collector"
-wait "$collector" || true
-trap - EXIT INT TERM
+echo "== the collector's live view of the job (http://$http/api/v1/jobs)"
+i=0
+until curl -sf "http://$http/api/v1/jobs" | python3 -c '
+import json, sys
+job = [j for j in json.load(sys.stdin)["jobs"] if j["job"] == sys.argv[1]]
+if not job or job[0]["state"] != "finished":
+    sys.exit(1)
+print("  %(job)s: %(state)s, %(ranks)d ranks, %(mpiio_calls)d MPI-IO calls, "
+      "%(bytes_written)d bytes written, %(bytes_read)d read, %(disk_ops)d disk operations, "
+      "%(dropped_events)d dropped" % job[0])
+' "$job"; do
+    i=$((i + 1))
+    if [ $i -gt 150 ]; then
+        echo "quickstart: the collector did not finish the job; see $work/collector.log" >&2
+        break
+    fi
+    sleep 0.2
+done
 
 echo "== iotrace-export --list-jobs"
 "$b/collector/iotrace-export" --store "$work/store" --list-jobs
@@ -105,3 +132,11 @@ echo "== iotrace-export --stats"
     >"$work/stats.json"
 echo "== iotrace-export --slog2 $work/trace.slog2 (open it with: jumpshot $work/trace.slog2)"
 "$b/collector/iotrace-export" --store "$work/store" --job "$job" --slog2 "$work/trace.slog2"
+if [ $serve -eq 1 ]; then
+    echo "== the collector keeps serving http://$http/?job=$job (Ctrl-C stops it)"
+    wait "$collector" || true
+else
+    kill -TERM "$collector"
+    wait "$collector" || true
+fi
+trap - EXIT INT TERM

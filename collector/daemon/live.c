@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -643,6 +644,27 @@ static json_t *clock_json(const struct xp_data *d, uint32_t node)
     return c;
 }
 
+/* What the agent last reported of itself (null before its first clock
+ * batch, or from an agent too old to report). */
+static json_t *agent_json(const struct xp_data *d, uint32_t node)
+{
+    if (node >= d->n_clocks || !d->clocks[node].agent.known)
+        return json_null();
+    const struct xp_agent_status *a = &d->clocks[node].agent;
+    json_t *o = json_object();
+    json_object_set_new(o, "received_batches", u64(a->received));
+    json_object_set_new(o, "invalid_messages", u64(a->invalid));
+    json_object_set_new(o, "forwarded_batches", u64(a->forwarded));
+    json_object_set_new(o, "resent_batches", u64(a->resent));
+    json_object_set_new(o, "acked_batches", u64(a->acked));
+    json_object_set_new(o, "duplicate_batches", u64(a->duplicates));
+    json_object_set_new(o, "rejected_batches", u64(a->rejected));
+    json_object_set_new(o, "reconnects", u64(a->reconnects));
+    json_object_set_new(o, "pending_batches", u64(a->pending));
+    json_object_set_new(o, "pending_bytes", u64(a->pending_bytes));
+    return o;
+}
+
 /* An agent counts as connected while it was heard from (a batch or a clock
  * exchange) within this long; agents exchange clocks every few seconds. */
 #define CONNECTED_NS (30ll * 1000000000)
@@ -676,6 +698,7 @@ json_t *live_nodes_json(struct live *l)
             if (strcmp(l->d.nodes.str[k], a->node) == 0)
                 node = (uint32_t)k;
         json_object_set_new(o, "clock", clock_json(&l->d, node));
+        json_object_set_new(o, "agent", agent_json(&l->d, node));
         json_array_append_new(nodes, o);
     }
     pthread_mutex_unlock(&l->lock);
@@ -1018,6 +1041,37 @@ static void agent_metrics(struct buf *b, struct live *l, const struct ingest_age
     if (err.p)
         put(b, "%s", err.p);
     free(err.p);
+    static const struct {
+        const char *name, *type, *help;
+        size_t field;
+    } fam[] = {
+        {"iotrace_agent_pending_batches", "gauge",
+         "Batches the agent holds that the collector has not acknowledged.",
+         offsetof(struct xp_agent_status, pending)},
+        {"iotrace_agent_pending_bytes", "gauge", "Bytes of those batches.",
+         offsetof(struct xp_agent_status, pending_bytes)},
+        {"iotrace_agent_resent_batches_total", "counter",
+         "Batches the agent sent again after a reconnect.",
+         offsetof(struct xp_agent_status, resent)},
+        {"iotrace_agent_invalid_messages_total", "counter",
+         "Messages from local producers the agent refused.",
+         offsetof(struct xp_agent_status, invalid)},
+        {"iotrace_agent_rejected_batches_total", "counter",
+         "Batches the collector refused from the agent.",
+         offsetof(struct xp_agent_status, rejected)},
+    };
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        family(b, fam[f].name, fam[f].type, fam[f].help);
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < l->d.nodes.n && k < l->d.n_clocks; k++) {
+                const struct xp_agent_status *a = &l->d.clocks[k].agent;
+                if (!a->known || strcmp(l->d.nodes.str[k], agents[i].node) != 0)
+                    continue;
+                put(b, "%s{node=\"%s\"} %llu\n", fam[f].name,
+                    label(agents[i].node, name, sizeof name),
+                    (unsigned long long)*(const uint64_t *)((const char *)a + fam[f].field));
+            }
+    }
 }
 
 /* Per-job series: calls and bytes by function and direction, disk

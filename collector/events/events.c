@@ -152,8 +152,8 @@ static int ensure_clocks(struct xp_data *d)
     if (!v)
         return -1;
     for (size_t i = d->n_clocks; i < need; i++) {
+        memset(&v[i], 0, sizeof v[i]);
         iot_clockmap_init(&v[i].map);
-        v[i].events = 0;
     }
     d->clocks = v;
     d->n_clocks = need;
@@ -402,6 +402,11 @@ static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
 
 static int add_samples(struct xp_data *d, uint32_t node, const iot_body *body)
 {
+    const Iotrace__AgentStatus *a = body->agent;
+    if (a)
+        d->clocks[node].agent = (struct xp_agent_status){
+            1, a->received, a->invalid, a->forwarded, a->resent, a->acked, a->duplicates,
+            a->rejected, a->reconnects, a->pending, a->pending_bytes};
     for (size_t i = 0; i < body->n_clock; i++) {
         const Iotrace__ClockSync *c = body->clock[i];
         if (iot_clockmap_add(&d->clocks[node].map, c->local_ns, c->offset_ns, c->rtt_ns) < 0)

@@ -54,10 +54,18 @@ struct xp_file {
     char *path;
 };
 
+/* The last counters a node's agent reported (AgentStatus, batches). */
+struct xp_agent_status {
+    int known;
+    uint64_t received, invalid, forwarded, resent, acked, duplicates, rejected, reconnects;
+    uint64_t pending, pending_bytes;
+};
+
 /* Per node (same index as xp_data.nodes). */
 struct xp_clock {
     struct iot_clockmap map; /* the node's ClockSync samples */
     uint64_t events;         /* events (and drop records) of the node read so far */
+    struct xp_agent_status agent;
 };
 
 struct xp_data {

@@ -55,6 +55,7 @@ static long opt_lateness_ms = 2000;
 static long opt_grace_ms = 2000;
 static long opt_job_idle_ms = 10000;
 static long opt_keep_s = 3600;
+static char *opt_analysis = "on";
 
 static const struct iot_opt options[] = {
     {"listen", 'l', IOT_OPT_STRING, &opt_listen, "tcp://HOST:PORT",
@@ -88,6 +89,9 @@ static const struct iot_opt options[] = {
      "(default 2000, as iotrace-export)"},
     {"grace", 0, IOT_OPT_INT, &opt_grace_ms, "MS",
      "live analysis: how long after a call's end its disk operations may start (default 2000)"},
+    {"analysis", 0, IOT_OPT_STRING, &opt_analysis, "on|off",
+     "run the live analysis (default on); off stores and acknowledges only, and needs "
+     "--http off"},
     {"job-idle", 0, IOT_OPT_INT, &opt_job_idle_ms, "MS",
      "a job without a new batch for this long is finished (default 10000)"},
     {"keep", 0, IOT_OPT_INT, &opt_keep_s, "SEC",
@@ -722,6 +726,8 @@ static int start_live(struct collector *c)
 {
     char err[512];
     static char tool[4096];
+    if (strcmp(opt_analysis, "off") == 0)
+        return 0;
     struct live_config lc = {.store = opt_store,
                              .lateness_ns = (int64_t)opt_lateness_ms * 1000000,
                              .grace_ns = (int64_t)opt_grace_ms * 1000000,
@@ -828,6 +834,10 @@ static void check_options(int argc, char **argv, int first)
         if (strchr(opt_http, ':') == NULL)
             usage_error("--http wants ADDR:PORT or off, got '%s'", opt_http);
     }
+    if (strcmp(opt_analysis, "on") != 0 && strcmp(opt_analysis, "off") != 0)
+        usage_error("--analysis is on or off, got '%s'", opt_analysis);
+    if (strcmp(opt_analysis, "off") == 0 && strcmp(opt_http, "off") != 0)
+        usage_error("%s--analysis off needs --http off: the HTTP server shows the analysis", "");
     if (opt_http_clients < 1 || opt_http_clients > 1000)
         usage_error("%s--http-clients must be between 1 and 1000", "");
     if (opt_lateness_ms < 0 || opt_grace_ms < 0)

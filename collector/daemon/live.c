@@ -420,6 +420,7 @@ static void *run(void *arg)
 {
     struct live *l = arg;
     struct ingest_view *v = l->ingest;
+    pthread_setname_np(pthread_self(), "iot-live"); /* its CPU time shows in /proc */
     for (;;) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -446,6 +447,13 @@ static void *run(void *arg)
             pthread_mutex_unlock(&l->lock);
             break;
         }
+        /* Time passes without batches too: producers that fell silent stop
+         * holding the watermark back, so a job's last events reach its
+         * live figures. */
+        pthread_mutex_lock(&l->lock);
+        if (iot_an_advance(&l->pipe.an, iot_now_ns()) < 0)
+            iot_warn("live analysis: out of memory");
+        pthread_mutex_unlock(&l->lock);
         finish_jobs(l);
         forget_jobs(l);
         pthread_mutex_lock(&l->lock);

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""What the collector's live analysis costs, and how live it is.
+
+    bench-live.py BUILD_DIR [--events N] [--rounds R] [--busy]
+
+1. Ingest cost, interleaved rounds: synthetic producers (MPI-IO calls with
+   the POSIX calls inside them, tests/tools/iotrace-producer.c) push N events
+   through an agent to the collector, once with `--analysis off --http off`
+   and once with the live analysis and HTTP on, alternating which goes
+   first. Per run: the collector's CPU time (all threads, and the live
+   thread alone, from /proc) once everything is stored and, with analysis
+   on, analysed; events per CPU-second; wall time. Medians over rounds and
+   the ratio on/off: the issue's target is that analysis costs at most 25 %
+   of ingest throughput per core (ratio >= 0.75).
+2. Liveness: a producer sends events stamped with the real time at a steady
+   rate for 8 s; every 200 ms the newest call in /api/v1/jobs/JOB/timeline
+   (released by the merge, so in the statistics) is compared with the time
+   of the query. The lag minus --lateness (2 s) is what the pipeline adds.
+3. Memory per running job: the collector's RSS with 1 job and with 9 jobs
+   of the same total size running at once, analysis on.
+
+--busy runs a CPU-bound process on one core throughout (the machine has 2).
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_s(pid, thread_name=None):
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        if thread_name is None or name == thread_name:
+            total += int(fields[11]) + int(fields[12])
+    return total / CLK
+
+
+def rss_kib(pid, key="VmRSS"):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def get(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+class Stack:
+    def __init__(self, build, tmp, analysis):
+        self.build, self.tmp = build, tmp
+        self.port, self.hport = free_port(), free_port()
+        self.sock = os.path.join(tmp, "agent.sock")
+        args = [f"{build}/collector/iotrace-collector", "--listen", f"tcp://127.0.0.1:{self.port}",
+                "--store", os.path.join(tmp, "store"), "--log-level", "warn"]
+        args += ["--http", f"127.0.0.1:{self.hport}"] if analysis else ["--analysis", "off", "--http", "off"]
+        self.collector = subprocess.Popen(args, stderr=open(os.path.join(tmp, "c.log"), "w"))
+        self.agent = subprocess.Popen(
+            [f"{build}/agent/iotrace-agent", "--collector", f"tcp://127.0.0.1:{self.port}",
+             "--listen", "ipc://" + self.sock, "--node", "bench", "--drain-timeout", "120s"],
+            stderr=open(os.path.join(tmp, "a.log"), "w"))
+        deadline = time.time() + 20
+        while not os.path.exists(self.sock) or "welcomed" not in open(os.path.join(tmp, "a.log")).read():
+            if time.time() > deadline:
+                raise RuntimeError("agent did not connect")
+            time.sleep(0.02)
+
+    def produce(self, job, rank, batches, per_batch, extra=()):
+        return subprocess.Popen([f"{self.build}/tests/iotrace-producer", "--agent", "ipc://" + self.sock,
+                                 "--node", "bench", "--job", job, "--rank", str(rank), "--batches",
+                                 str(batches), "--events-per-batch", str(per_batch), *extra],
+                                stdout=subprocess.DEVNULL)
+
+    def drain_agent(self):
+        self.agent.send_signal(signal.SIGTERM)
+        self.agent.wait(timeout=180)
+
+    def analysed(self):
+        st = get(self.hport, "/api/v1/status")
+        return st["analysis_batches"] >= st["batches_stored"]
+
+    def stop(self):
+        for p in (self.agent, self.collector):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.wait(timeout=60)
+
+
+def ingest_run(build, events, analysis, jobs=1):
+    with tempfile.TemporaryDirectory(prefix="iotrace-bench-live-") as tmp:
+        s = Stack(build, tmp, analysis)
+        try:
+            per_batch = 4096
+            batches = max(1, events // per_batch // jobs)
+            c0 = cpu_s(s.collector.pid)
+            t0 = time.time()
+            prods = [s.produce(f"bench-{k}", k, batches, per_batch) for k in range(jobs)]
+            for p in prods:
+                p.wait()
+            s.drain_agent()
+            while analysis and not s.analysed():
+                time.sleep(0.01)
+            wall = time.time() - t0
+            cpu = cpu_s(s.collector.pid) - c0
+            live = cpu_s(s.collector.pid, "iot-live") if analysis else 0.0
+            rss = rss_kib(s.collector.pid, "VmHWM")
+            n = batches * per_batch * jobs
+            return {"events": n, "cpu": cpu, "live": live, "wall": wall, "rss": rss,
+                    "per_core": n / cpu if cpu else float("inf")}
+        finally:
+            s.stop()
+
+
+def liveness(build, seconds=8.0, rate=20000):
+    with tempfile.TemporaryDirectory(prefix="iotrace-bench-live-") as tmp:
+        s = Stack(build, tmp, True)
+        try:
+            per_batch = 512
+            batches = int(seconds * rate / per_batch)
+            p = s.produce("lag", 0, batches, per_batch, ["--realtime", "--rate", str(rate)])
+            lags = []
+            time.sleep(3)
+            while p.poll() is None:
+                now = time.time()
+                try:
+                    tl = get(s.hport, "/api/v1/jobs/lag/timeline")
+                except OSError:
+                    tl = None
+                if tl and tl["calls"]:
+                    newest = tl["origin_s"] + max(c["end_s"] for c in tl["calls"])
+                    lags.append(now - newest)
+                time.sleep(0.2)
+            return lags
+        finally:
+            s.stop()
+
+
+def busy_loop():
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--busy", action="store_true")
+    a = ap.parse_args()
+    hog = busy_loop() if a.busy else None
+    try:
+        print(f"bench-live: {a.events} events per run, {a.rounds} interleaved rounds, "
+              f"load average {os.getloadavg()[0]:.2f}, {'one core busy' if a.busy else 'idle machine'}")
+        res = {False: [], True: []}
+        for r in range(a.rounds):
+            for analysis in ((False, True) if r % 2 == 0 else (True, False)):
+                x = ingest_run(a.build, a.events, analysis)
+                res[analysis].append(x)
+                print(f"  round {r + 1} analysis {'on ' if analysis else 'off'}: "
+                      f"{x['per_core'] / 1e6:.3f} M events per CPU-second "
+                      f"(collector CPU {x['cpu']:.2f} s, live thread {x['live']:.2f} s, "
+                      f"wall {x['wall']:.2f} s, peak RSS {x['rss'] / 1024:.1f} MiB)")
+        med = {k: statistics.median(x["per_core"] for x in v) for k, v in res.items()}
+        ns = {k: 1e9 / v for k, v in med.items()}
+        print(f"median events per collector CPU-second: off {med[False] / 1e6:.3f} M "
+              f"({ns[False]:.0f} ns/event), on {med[True] / 1e6:.3f} M ({ns[True]:.0f} ns/event); "
+              f"ratio on/off {med[True] / med[False]:.3f}")
+        print(f"median wall time: off {statistics.median(x['wall'] for x in res[False]):.2f} s, "
+              f"on {statistics.median(x['wall'] for x in res[True]):.2f} s")
+        lags = liveness(a.build)
+        if lags:
+            print(f"liveness: newest call in /timeline behind the query by median "
+                  f"{statistics.median(lags):.3f} s, max {max(lags):.3f} s over {len(lags)} queries "
+                  f"(--lateness 2 s: {statistics.median(lags) - 2:.3f} s beyond it)")
+        one = ingest_run(a.build, a.events // 4, True, jobs=1)
+        nine = ingest_run(a.build, a.events // 4, True, jobs=9)
+        print(f"memory: peak RSS {one['rss'] / 1024:.1f} MiB with 1 job, {nine['rss'] / 1024:.1f} MiB "
+              f"with 9 jobs of the same total size: {(nine['rss'] - one['rss']) / 8:.0f} KiB per "
+              f"further running job")
+    finally:
+        if hog:
+            hog.kill()
+
+
+if __name__ == "__main__":
+    main()

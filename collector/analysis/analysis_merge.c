@@ -15,11 +15,18 @@ struct mg_producer {
     uint8_t dirty;
 };
 
-/* Heap nodes stay small; the events themselves do not move. */
-struct mg_node {
-    int64_t t;
+
+#define KINDS 4
+
+struct mg_item {
+    struct xp_event ev;
     uint64_t seq; /* arrival order: equal start times leave in the order they came */
-    uint32_t slot;
+};
+
+struct mg_queue {
+    struct mg_item *v; /* ring */
+    uint32_t head, n, cap;
+    uint32_t qpos; /* index + 1 in qheap, 0 if empty */
 };
 
 void iot_merge_init(struct iot_merge *m, const struct iot_merge_config *cfg)
@@ -34,9 +41,11 @@ void iot_merge_free(struct iot_merge *m)
     free(m->prod);
     free(m->pheap);
     free(m->dirty);
-    free(m->heap);
-    free(m->slab);
-    free(m->free_slots);
+    for (size_t i = 0; i < m->n_queue; i++)
+        free(m->queue[i].v);
+    free(m->queue);
+    free(m->qheap);
+    free(m->strag);
     memset(m, 0, sizeof *m);
 }
 
@@ -125,58 +134,179 @@ static void pupdate(struct iot_merge *m, uint32_t id)
     psift_up(m, m->pheap_n - 1);
 }
 
-/* ---- the event heap (min on start time, then arrival) ------------------- */
+/* ---- held events ---------------------------------------------------------- */
 
-static int node_less(const struct mg_node *a, const struct mg_node *b)
+/* A producer's events of one kind arrive in start order, nearly always: each
+ * (producer, kind) has a FIFO of them, and only the queues' heads compete in
+ * a heap, which stays as small as the number of queues.  Pushing appends and
+ * releasing takes from the front, so memory is touched in order.  An event
+ * that starts before the tail of its queue goes to a heap of its own; the
+ * order of release is (start, arrival) all the same. */
+static int item_less(const struct mg_item *a, const struct mg_item *b)
 {
-    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+    return a->ev.t_start < b->ev.t_start || (a->ev.t_start == b->ev.t_start && a->seq < b->seq);
 }
 
-static void heap_push(struct iot_merge *m, struct mg_node n)
+static const struct mg_item *qfront(const struct iot_merge *m, uint32_t q)
 {
-    size_t i = m->heap_n++;
-    while (i > 0 && node_less(&n, &m->heap[(i - 1) / 2])) {
-        m->heap[i] = m->heap[(i - 1) / 2];
+    const struct mg_queue *x = &m->queue[q];
+    return &x->v[x->head];
+}
+
+static int qless(const struct iot_merge *m, size_t i, size_t j)
+{
+    return item_less(qfront(m, m->qheap[i]), qfront(m, m->qheap[j]));
+}
+
+static void qplace(struct iot_merge *m, size_t i, uint32_t q)
+{
+    m->qheap[i] = q;
+    m->queue[q].qpos = (uint32_t)i + 1;
+}
+
+static void qsift_up(struct iot_merge *m, size_t i)
+{
+    uint32_t q = m->qheap[i];
+    const struct mg_item *key = qfront(m, q);
+    while (i > 0 && item_less(key, qfront(m, m->qheap[(i - 1) / 2]))) {
+        qplace(m, i, m->qheap[(i - 1) / 2]);
         i = (i - 1) / 2;
     }
-    m->heap[i] = n;
+    qplace(m, i, q);
 }
 
-/* Bottom-up: the hole left by the top sinks to a leaf along the smaller
- * children (one comparison per level), then the last node rises from there,
- * which is rarely far: about half the comparisons of the textbook pop. */
-static struct mg_node heap_pop(struct iot_merge *m)
+static void qsift_down(struct iot_merge *m, size_t i)
 {
-    struct mg_node top = m->heap[0], n = m->heap[--m->heap_n];
-    size_t i = 0, c;
-    while ((c = 2 * i + 1) < m->heap_n) {
-        if (c + 1 < m->heap_n && node_less(&m->heap[c + 1], &m->heap[c]))
+    uint32_t q = m->qheap[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= m->qheap_n)
+            break;
+        if (c + 1 < m->qheap_n && qless(m, c + 1, c))
             c++;
-        m->heap[i] = m->heap[c];
+        if (!item_less(qfront(m, m->qheap[c]), qfront(m, q)))
+            break;
+        qplace(m, i, m->qheap[c]);
         i = c;
     }
-    while (i > 0 && node_less(&n, &m->heap[(i - 1) / 2])) {
-        m->heap[i] = m->heap[(i - 1) / 2];
+    qplace(m, i, q);
+}
+
+static int ensure_queue(struct iot_merge *m, uint32_t q)
+{
+    if (q < m->n_queue)
+        return 0;
+    size_t cap = m->n_queue, hcap = m->n_queue;
+    if (grow((void **)&m->queue, &cap, (size_t)q + 1, sizeof *m->queue) < 0 ||
+        grow((void **)&m->qheap, &hcap, cap, sizeof *m->qheap) < 0)
+        return -1;
+    memset(m->queue + m->n_queue, 0, (cap - m->n_queue) * sizeof *m->queue);
+    m->n_queue = cap;
+    return 0;
+}
+
+/* Doubles the ring, unrolling it to the front of the new one. */
+static int grow_ring(struct mg_queue *x)
+{
+    uint32_t cap = x->cap ? x->cap * 2 : 64;
+    struct mg_item *v = malloc((size_t)cap * sizeof *v);
+    if (!v)
+        return -1;
+    for (uint32_t i = 0; i < x->n; i++)
+        v[i] = x->v[(x->head + i) % x->cap];
+    free(x->v);
+    x->v = v;
+    x->head = 0;
+    x->cap = cap;
+    return 0;
+}
+
+static void straggler_push(struct iot_merge *m, const struct mg_item *it)
+{
+    size_t i = m->strag_n++;
+    while (i > 0 && item_less(it, &m->strag[(i - 1) / 2])) {
+        m->strag[i] = m->strag[(i - 1) / 2];
         i = (i - 1) / 2;
     }
-    if (m->heap_n)
-        m->heap[i] = n;
+    m->strag[i] = *it;
+}
+
+static struct mg_item straggler_pop(struct iot_merge *m)
+{
+    struct mg_item top = m->strag[0], n = m->strag[--m->strag_n];
+    size_t i = 0, c;
+    while ((c = 2 * i + 1) < m->strag_n) {
+        if (c + 1 < m->strag_n && item_less(&m->strag[c + 1], &m->strag[c]))
+            c++;
+        m->strag[i] = m->strag[c];
+        i = c;
+    }
+    while (i > 0 && item_less(&n, &m->strag[(i - 1) / 2])) {
+        m->strag[i] = m->strag[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    if (m->strag_n)
+        m->strag[i] = n;
     return top;
 }
 
-static int take_slot(struct iot_merge *m, uint32_t *slot)
+static int hold(struct iot_merge *m, const struct xp_event *ev)
 {
-    if (m->n_free == 0) {
-        size_t old = m->slab_cap, cap = old, fcap = old;
-        if (grow((void **)&m->slab, &cap, old + 1, sizeof *m->slab) < 0 ||
-            grow((void **)&m->free_slots, &fcap, cap, sizeof *m->free_slots) < 0)
+    struct mg_item it = {*ev, m->seq++};
+    uint32_t q = ev->producer * KINDS + (ev->kind < KINDS ? ev->kind : 0);
+    if (ensure_queue(m, q) < 0)
+        return -1;
+    struct mg_queue *x = &m->queue[q];
+    if (x->n && ev->t_start < x->v[(x->head + x->n - 1) % x->cap].ev.t_start) {
+        if (grow((void **)&m->strag, &m->strag_cap, m->strag_n + 1, sizeof *m->strag) < 0)
             return -1;
-        m->slab_cap = cap;
-        for (size_t i = cap; i > old; i--)
-            m->free_slots[m->n_free++] = (uint32_t)(i - 1);
+        straggler_push(m, &it);
+        m->stragglers++;
+        return 0;
     }
-    *slot = m->free_slots[--m->n_free];
+    if (x->n == x->cap && grow_ring(x) < 0)
+        return -1;
+    x->v[(x->head + x->n) % x->cap] = it;
+    if (x->n++ == 0) {
+        qplace(m, m->qheap_n++, q);
+        qsift_up(m, m->qheap_n - 1);
+    }
     return 0;
+}
+
+/* The earliest held event, or NULL. */
+static const struct mg_item *peek(const struct iot_merge *m)
+{
+    const struct mg_item *a = m->qheap_n ? qfront(m, m->qheap[0]) : NULL;
+    const struct mg_item *b = m->strag_n ? &m->strag[0] : NULL;
+    return !a ? b : !b ? a : item_less(b, a) ? b : a;
+}
+
+static struct xp_event take(struct iot_merge *m, const struct mg_item *it)
+{
+    if (m->strag_n && it == &m->strag[0])
+        return straggler_pop(m).ev;
+    uint32_t q = m->qheap[0];
+    struct mg_queue *x = &m->queue[q];
+    struct xp_event ev = x->v[x->head].ev;
+    x->head = (x->head + 1) % x->cap;
+    if (--x->n) {
+        qsift_down(m, 0);
+        return ev;
+    }
+    x->qpos = 0;
+    x->head = 0;
+    if (--m->qheap_n) {
+        qplace(m, 0, m->qheap[m->qheap_n]);
+        qsift_down(m, 0);
+    }
+    /* A queue that was large gives its memory back once drained. */
+    if (x->cap > 4096) {
+        free(x->v);
+        x->v = NULL;
+        x->cap = 0;
+    }
+    return ev;
 }
 
 static int mark_dirty(struct iot_merge *m, uint32_t id)
@@ -195,20 +325,14 @@ static int mark_dirty(struct iot_merge *m, uint32_t id)
 
 int iot_merge_push(struct iot_merge *m, const struct xp_event *ev)
 {
-    uint32_t slot;
-    size_t cap = m->heap_cap;
     if (ensure_producer(m, ev->producer) < 0 || mark_dirty(m, ev->producer) < 0 ||
-        grow((void **)&m->heap, &cap, m->heap_n + 1, sizeof *m->heap) < 0 ||
-        take_slot(m, &slot) < 0)
+        hold(m, ev) < 0)
         return -1;
-    m->heap_cap = cap;
-    m->slab[slot] = *ev;
-    heap_push(m, (struct mg_node){ev->t_start, m->seq++, slot});
     struct mg_producer *p = &m->prod[ev->producer];
     if (ev->t_start > p->latest)
         p->latest = ev->t_start;
     m->pushed++;
-    if (m->heap_n > m->peak_held)
+    if (++m->heap_n > m->peak_held)
         m->peak_held = m->heap_n;
     return 0;
 }
@@ -250,10 +374,10 @@ static void drop_idle(struct iot_merge *m, int64_t now_ns)
 
 static int release(struct iot_merge *m, int64_t upto, iot_merge_sink sink, void *ctx)
 {
-    while (m->heap_n && m->heap[0].t <= upto) {
-        struct mg_node n = heap_pop(m);
-        struct xp_event ev = m->slab[n.slot];
-        m->free_slots[m->n_free++] = n.slot;
+    const struct mg_item *it;
+    while ((it = peek(m)) && it->ev.t_start <= upto) {
+        struct xp_event ev = take(m, it);
+        m->heap_n--;
         if (ev.t_start < m->last_out) {
             m->late++;
             if (m->last_out - ev.t_start > m->max_late_ns)
@@ -292,7 +416,10 @@ int iot_merge_finish(struct iot_merge *m, iot_merge_sink sink, void *ctx)
 
 size_t iot_merge_bytes(const struct iot_merge *m)
 {
+    size_t ring = 0;
+    for (size_t i = 0; i < m->n_queue; i++)
+        ring += (size_t)m->queue[i].cap * sizeof(struct mg_item);
     return m->n_prod * (sizeof *m->prod + sizeof *m->pheap) + m->cap_dirty * sizeof *m->dirty +
-           m->heap_cap * sizeof *m->heap +
-           m->slab_cap * (sizeof *m->slab + sizeof *m->free_slots);
+           m->n_queue * (sizeof *m->queue + sizeof *m->qheap) + ring +
+           m->strag_cap * sizeof(struct mg_item);
 }

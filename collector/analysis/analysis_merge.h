@@ -17,8 +17,8 @@
  * as late: nothing is ever dropped.
  *
  * Memory: the events between the watermark and the newest start times
- * (event rate times lateness; 116 bytes each, up to twice that while the
- * arrays' doubling leaves room), plus a few words per producer. */
+ * (event rate times lateness; 104 bytes each, up to twice that while a
+ * queue's doubling leaves room), plus a few words per producer and kind. */
 #ifndef IOT_ANALYSIS_MERGE_H
 #define IOT_ANALYSIS_MERGE_H
 
@@ -37,7 +37,8 @@ struct iot_merge_config {
 };
 
 struct mg_producer;
-struct mg_node;
+struct mg_queue;
+struct mg_item;
 
 struct iot_merge {
     struct iot_merge_config cfg;
@@ -47,15 +48,18 @@ struct iot_merge {
     size_t pheap_n;
     uint32_t *dirty; /* producers that sent something since the last advance */
     size_t n_dirty, cap_dirty;
-    struct mg_node *heap; /* held events, min-heap on (t_start, seq) */
-    size_t heap_n, heap_cap;
-    struct xp_event *slab; /* event storage, indexed by the heap nodes */
-    uint32_t *free_slots;
-    size_t slab_cap, n_free;
+    struct mg_queue *queue; /* per (producer, kind): held events in arrival order */
+    size_t n_queue;
+    uint32_t *qheap; /* non-empty queues, min-heap on their first event */
+    size_t qheap_n;
+    struct mg_item *strag; /* events that started before their queue's last */
+    size_t strag_n, strag_cap;
+    size_t heap_n; /* events held */
     int64_t watermark, last_out;
     uint64_t seq;
     /* counters */
     uint64_t pushed, released, late;
+    uint64_t stragglers; /* events held out of their queue's order */
     int64_t max_late_ns; /* how far behind the released order the latest-arriving event was */
     size_t peak_held;
 };

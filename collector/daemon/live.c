@@ -741,6 +741,21 @@ json_t *live_status_json(struct live *l)
     for (size_t i = 1; i < l->n_jobs; i++)
         if (l->jobs[i])
             *(l->jobs[i]->finished ? &finished : &running) += 1;
+    size_t views = 0, with_views = 0;
+    for (size_t i = 1; i < l->n_jobs; i++)
+        if (l->jobs[i] && l->jobs[i]->views) {
+            with_views++;
+            views += TL_CALLS * sizeof(struct tl_item) + TL_DISK * sizeof(struct tl_item) +
+                     TL_PAIRS * sizeof(struct tl_pair) + SERIES * sizeof(struct second) +
+                     l->jobs[i]->open_q.bytes;
+        }
+    struct iot_an_memory am;
+    iot_an_memory(&l->pipe.an, &am);
+    json_object_set_new(o, "analysis_bytes",
+                        u64(am.merge_bytes + am.match_bytes + am.stats_bytes));
+    json_object_set_new(o, "analysis_events_held", u64(am.events_held));
+    json_object_set_new(o, "job_views", u64(with_views));
+    json_object_set_new(o, "job_view_bytes", u64(views));
     json_object_set_new(o, "jobs_running", u64(running));
     json_object_set_new(o, "jobs_finished", u64(finished));
     json_object_set_new(o, "analysis_batches", u64(l->batches_read));

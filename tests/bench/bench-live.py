@@ -5,7 +5,8 @@
 
 1. Ingest cost, interleaved rounds: synthetic producers (MPI-IO calls with
    the POSIX calls inside them, tests/tools/iotrace-producer.c) push N events
-   through an agent to the collector, once with `--analysis off --http off`
+   through an agent to the collector at a steady rate (events stamped
+   with the real time, as a traced program's are), once with `--analysis off --http off`
    and once with the live analysis and HTTP on, alternating which goes
    first. Per run: the collector's CPU time (all threads, and the live
    thread alone, from /proc) once everything is stored and, with analysis
@@ -16,8 +17,8 @@
    rate for 8 s; every 200 ms the newest call in /api/v1/jobs/JOB/timeline
    (released by the merge, so in the statistics) is compared with the time
    of the query. The lag minus --lateness (2 s) is what the pipeline adds.
-3. Memory per running job: the collector's RSS with 1 job and with 9 jobs
-   of the same total size running at once, analysis on.
+3. Memory per running job: the collector's peak RSS with 1 job and with 9
+   jobs sharing the same low event rate, analysis on.
 
 --busy runs a CPU-bound process on one core throughout (the machine has 2).
 """
@@ -110,7 +111,7 @@ class Stack:
                 p.wait(timeout=60)
 
 
-def ingest_run(build, events, analysis, jobs=1):
+def ingest_run(build, events, analysis, jobs=1, rate=1_000_000):
     with tempfile.TemporaryDirectory(prefix="iotrace-bench-live-") as tmp:
         s = Stack(build, tmp, analysis)
         try:
@@ -120,7 +121,8 @@ def ingest_run(build, events, analysis, jobs=1):
             t0 = time.time()
             # Stamped with the real time, as a traced program's events are: the
             # merge then holds what --lateness says, not the whole run.
-            prods = [s.produce(f"bench-{k}", k, batches, per_batch, ["--realtime"])
+            prods = [s.produce(f"bench-{k}", k, batches, per_batch,
+                               ["--realtime", "--rate", str(rate // jobs)])
                      for k in range(jobs)]
             for p in prods:
                 p.wait()
@@ -164,6 +166,24 @@ def liveness(build, seconds=8.0, rate=20000):
             s.stop()
 
 
+def job_memory(build, jobs=9):
+    """The live state of running jobs, as the collector accounts for it."""
+    with tempfile.TemporaryDirectory(prefix="iotrace-bench-live-") as tmp:
+        s = Stack(build, tmp, True)
+        try:
+            prods = [s.produce(f"mem-{k}", k, 20, 1024, ["--realtime", "--rate", "5000"])
+                     for k in range(jobs)]
+            time.sleep(3)
+            st = get(s.hport, "/api/v1/status")
+            stats = [len(json.dumps(get(s.hport, f"/api/v1/jobs/mem-{k}/stats"))) for k in range(jobs)]
+            for p in prods:
+                p.kill()
+            st["stats_per_job"] = statistics.median(stats)  # the JSON; the figures are smaller
+            return st
+        finally:
+            s.stop()
+
+
 def busy_loop():
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
@@ -173,16 +193,18 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rate", type=int, default=1_000_000,
+                    help="events per second the producers send at (default 1000000)")
     ap.add_argument("--busy", action="store_true")
     a = ap.parse_args()
     hog = busy_loop() if a.busy else None
     try:
-        print(f"bench-live: {a.events} events per run, {a.rounds} interleaved rounds, "
+        print(f"bench-live: {a.events} events per run at {a.rate} events/s, {a.rounds} interleaved rounds, "
               f"load average {os.getloadavg()[0]:.2f}, {'one core busy' if a.busy else 'idle machine'}")
         res = {False: [], True: []}
         for r in range(a.rounds):
             for analysis in ((False, True) if r % 2 == 0 else (True, False)):
-                x = ingest_run(a.build, a.events, analysis)
+                x = ingest_run(a.build, a.events, analysis, rate=a.rate)
                 res[analysis].append(x)
                 print(f"  round {r + 1} analysis {'on ' if analysis else 'off'}: "
                       f"{x['per_core'] / 1e6:.3f} M events per CPU-second "
@@ -204,11 +226,11 @@ def main():
             print(f"liveness: newest call in /timeline behind the query by median "
                   f"{statistics.median(lags):.3f} s, max {max(lags):.3f} s over {len(lags)} queries "
                   f"(--lateness 2 s: {statistics.median(lags) - 2:.3f} s beyond it)")
-        one = ingest_run(a.build, a.events // 4, True, jobs=1)
-        nine = ingest_run(a.build, a.events // 4, True, jobs=9)
-        print(f"memory: peak RSS {one['rss'] / 1024:.1f} MiB with 1 job, {nine['rss'] / 1024:.1f} MiB "
-              f"with 9 jobs of the same total size: {(nine['rss'] - one['rss']) / 8:.0f} KiB per "
-              f"further running job")
+        mem = job_memory(a.build)
+        print(f"memory per running job: {mem['job_view_bytes'] / max(1, mem['job_views']) / 1024:.0f} KiB "
+              f"of live view (timeline, series) and {mem['stats_per_job'] / 1024:.1f} KiB of statistics "
+              f"({mem['job_views']} jobs running); the merge and the matcher hold "
+              f"{mem['analysis_bytes'] / 2**20:.1f} MiB for {mem['analysis_events_held']} events in flight")
     finally:
         if hog:
             hog.kill()

@@ -22,3 +22,9 @@ add_test(NAME collector.end_to_end
           $<TARGET_FILE:collector_client>)
 set_tests_properties(collector.end_to_end PROPERTIES TIMEOUT 180 LABELS collector)
 set_tests_properties(collector.store collector.dedup collector.clockmap PROPERTIES LABELS collector)
+
+# The HTTP server's access control (basic authentication, HTTPS) and its
+# option errors, against the real collector.
+add_test(NAME collector.http_access
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/http_test.py $<TARGET_FILE:iotrace-collector>)
+set_tests_properties(collector.http_access PROPERTIES LABELS collector TIMEOUT 120)

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -343,12 +342,6 @@ static enum MHD_Result events(struct http *h, struct MHD_Connection *c)
 
 /* ---- routing ------------------------------------------------------------------ */
 
-static double store_free_bytes(const char *store)
-{
-    struct statvfs vfs;
-    return statvfs(store, &vfs) == 0 ? (double)vfs.f_bavail * (double)vfs.f_frsize : NAN;
-}
-
 static enum MHD_Result job_route(struct http *h, struct MHD_Connection *c, const char *rest)
 {
     char job[512];
@@ -395,7 +388,7 @@ static enum MHD_Result job_route(struct http *h, struct MHD_Connection *c, const
 static enum MHD_Result route(struct http *h, struct MHD_Connection *c, const char *url)
 {
     if (strcmp(url, "/metrics") == 0) {
-        char *body = live_metrics(h->live, store_free_bytes(h->cfg.store));
+        char *body = live_metrics(h->live);
         return body ? send_text(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", body)
                     : MHD_NO;
     }
@@ -408,13 +401,8 @@ static enum MHD_Result route(struct http *h, struct MHD_Connection *c, const cha
         return send_json(c, MHD_HTTP_OK, live_jobs_json(h->live));
     if (strcmp(p, "nodes") == 0)
         return send_json(c, MHD_HTTP_OK, live_nodes_json(h->live));
-    if (strcmp(p, "status") == 0) {
-        json_t *o = live_status_json(h->live);
-        double free_bytes = store_free_bytes(h->cfg.store);
-        json_object_set_new(o, "store_free_bytes",
-                            isnan(free_bytes) ? json_null() : json_real(free_bytes));
-        return send_json(c, MHD_HTTP_OK, o);
-    }
+    if (strcmp(p, "status") == 0)
+        return send_json(c, MHD_HTTP_OK, live_status_json(h->live));
     if (strcmp(p, "events") == 0)
         return events(h, c);
     if (strncmp(p, "jobs/", 5) == 0)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "analysis_quantile.h"
@@ -716,6 +717,12 @@ json_t *live_nodes_json(struct live *l)
     return o;
 }
 
+static double store_free_bytes(const char *store)
+{
+    struct statvfs vfs;
+    return statvfs(store, &vfs) == 0 ? (double)vfs.f_bavail * (double)vfs.f_frsize : NAN;
+}
+
 json_t *live_status_json(struct live *l)
 {
     struct ingest_view *v = l->ingest;
@@ -736,6 +743,10 @@ json_t *live_status_json(struct live *l)
     json_object_set_new(o, "duplicate_batches", u64(c.dup_batches));
     json_object_set_new(o, "rejected_batches", u64(c.rejected));
     json_object_set_new(o, "malformed_messages", u64(c.malformed));
+    double free_bytes = store_free_bytes(l->cfg.store);
+    int64_t store_bytes = iot_store_bytes(l->cfg.store);
+    json_object_set_new(o, "store_bytes", store_bytes < 0 ? json_null() : json_integer(store_bytes));
+    json_object_set_new(o, "store_free_bytes", isnan(free_bytes) ? json_null() : json_real(free_bytes));
     pthread_mutex_lock(&l->lock);
     size_t running = 0, finished = 0;
     for (size_t i = 1; i < l->n_jobs; i++)
@@ -985,7 +996,7 @@ static const char *const kind_names[IOT_INGEST_KINDS] = {"unknown", "client", "s
                                                          "agent"};
 
 static void collector_metrics(struct buf *b, const struct ingest_counters *c, double free_bytes,
-                              int64_t started)
+                              double store_bytes, int64_t started)
 {
     family(b, "iotrace_collector_batches_total", "counter",
            "Batches received from agents, by outcome and producer kind.");
@@ -1017,6 +1028,8 @@ static void collector_metrics(struct buf *b, const struct ingest_counters *c, do
     family(b, "iotrace_collector_store_free_bytes", "gauge",
            "Free space of the file system holding the store.");
     put(b, "iotrace_collector_store_free_bytes %.0f\n", free_bytes);
+    family(b, "iotrace_collector_store_size_bytes", "gauge", "Bytes in the store's segment files.");
+    put(b, "iotrace_collector_store_size_bytes %.0f\n", store_bytes);
     family(b, "iotrace_collector_start_time_seconds", "gauge",
            "When the collector started, seconds since the epoch.");
     put(b, "iotrace_collector_start_time_seconds %.3f\n", (double)started / 1e9);
@@ -1168,7 +1181,7 @@ static void job_metrics(struct buf *b, struct live *l)
     }
 }
 
-char *live_metrics(struct live *l, double store_free_bytes)
+char *live_metrics(struct live *l)
 {
     struct ingest_view *v = l->ingest;
     struct ingest_agent *agents = malloc(sizeof v->agents);
@@ -1181,7 +1194,8 @@ char *live_metrics(struct live *l, double store_free_bytes)
     memcpy(agents, v->agents, n * sizeof *agents);
     pthread_mutex_unlock(&v->lock);
     struct buf b = {0};
-    collector_metrics(&b, &c, store_free_bytes, started);
+    collector_metrics(&b, &c, store_free_bytes(l->cfg.store), (double)iot_store_bytes(l->cfg.store),
+                      started);
     pthread_mutex_lock(&l->lock);
     family(&b, "iotrace_analysis_batches_total", "counter", "Stored batches the live analysis has read.");
     put(&b, "iotrace_analysis_batches_total %llu\n", (unsigned long long)l->batches_read);

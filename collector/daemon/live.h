@@ -51,6 +51,6 @@ json_t *live_job_series(struct live *l, const char *job, int *status);
 int live_job_known(struct live *l, const char *job);
 
 /* Prometheus text exposition of the daemon (collector, agents, jobs). */
-char *live_metrics(struct live *l, double store_free_bytes);
+char *live_metrics(struct live *l);
 
 #endif

@@ -774,3 +774,20 @@ int iot_store_read_range(const char *dir, struct iot_store_pos *pos,
     free(segs.num);
     return rc;
 }
+
+int64_t iot_store_bytes(const char *dir)
+{
+    struct seglist segs;
+    char err[256], path[PATH_MAX];
+    if (list_segments(dir, &segs, err, sizeof err) < 0)
+        return -1;
+    int64_t total = 0;
+    for (size_t i = 0; i < segs.n; i++) {
+        struct stat st;
+        segment_path(path, sizeof path, dir, segs.num[i]);
+        if (stat(path, &st) == 0)
+            total += (int64_t)st.st_size;
+    }
+    free(segs.num);
+    return total;
+}

@@ -60,6 +60,9 @@ int iot_store_close(struct iot_store *s);
  * the segment file and byte offset.  Returns 0 at the end, -1 on error. */
 int iot_store_scan(const char *dir, iot_store_scan_fn fn, void *ctx, char *err, size_t errlen);
 
+/* Bytes in the store's segment files; -1 if the directory cannot be read. */
+int64_t iot_store_bytes(const char *dir);
+
 /* A place in the store: a segment number and a byte offset in it. */
 struct iot_store_pos {
     uint32_t segment;

@@ -46,7 +46,7 @@ function update(msg) {
   }
   lastStatus = st;
   $("stored").textContent = human(st.events_stored, " events");
-  $("store-free").textContent = bytes(st.bytes_stored) + " stored";
+  $("store-free").textContent = "store " + bytes(st.store_bytes) + ", " + bytes(st.store_free_bytes) + " free";
   $("jobs-count").textContent = st.jobs_running + " / " + st.jobs_finished;
   $("bad").textContent = st.rejected_batches + " · " + st.duplicate_batches + " · " + st.malformed_messages;
   fill("agents", (msg.nodes || []).map((n) => {

@@ -11,9 +11,11 @@ real agent, watched over the collector's HTTP server while it runs.
 - bad input: an unknown job is a 404 with a JSON error, a bad window a 400,
   idle and slow HTTP clients and a client that leaves mid-download do not
   stop ingest;
-- headless Chromium loads the dashboard, finds the per-function table equal
-  to the statistics, clicks a call on the timeline and sees its disk
-  operations (screenshots go to $IOTRACE_SCREENSHOT_DIR when set)."""
+- headless Chromium has the dashboard open while the job runs and sees the
+  job appear and its call count grow; once the job is finished it finds the
+  per-function table equal to the statistics, clicks a call on the timeline
+  and sees its disk operations (screenshots go to $IOTRACE_SCREENSHOT_DIR
+  when set)."""
 import json
 import os
 import shutil
@@ -58,8 +60,9 @@ def job_row(port, job):
     return None
 
 
-def watch_running_job(bins, dep, vol, hport):
-    """Three runs under one job id; the API is polled while they run."""
+def watch_running_job(bins, dep, vol, hport, driver):
+    """Three runs under one job id; the API and the dashboard are watched
+    while they run."""
     seen = []
     path = os.path.join(vol.mnt, "live.bin")
     for run in range(3):
@@ -74,11 +77,13 @@ def watch_running_job(bins, dep, vol, hport):
             fail("the job never appeared in /api/v1/jobs\n" + dep.logs())
         if row["state"] != "running":
             fail(f"the job is {row['state']} between runs (job-idle is 6 s)")
+        row["shown"] = browser_calls(driver, JOB, row["mpiio_calls"])
         seen.append(row)
     calls = [r["mpiio_calls"] for r in seen]
-    if not (calls[0] < calls[1] < calls[2]):
-        fail(f"MPI-IO call counts did not grow while the job ran: {calls}")
-    print(f"while running: mpiio_calls {calls}, events {[r['events'] for r in seen]}")
+    shown = [r["shown"] for r in seen]
+    if not (calls[0] < calls[1] < calls[2]) or not (shown[0] < shown[1] < shown[2]):
+        fail(f"MPI-IO call counts did not grow while the job ran: API {calls}, dashboard {shown}")
+    print(f"while running: mpiio_calls {calls} (dashboard {shown}), events {[r['events'] for r in seen]}")
 
 
 def wait_finished(hport):
@@ -187,7 +192,7 @@ def check_bad_input(bins, dep, vol, hport):
           f"another job ingested in {took:.1f} s meanwhile")
 
 
-def check_browser(dep, hport, stats):
+def start_browser(dep, hport):
     # python3-selenium is Debian's: visible to /usr/bin/python3, and to
     # another interpreter once its dist-packages are on the path.
     if "/usr/lib/python3/dist-packages" not in sys.path:
@@ -195,8 +200,6 @@ def check_browser(dep, hport, stats):
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
-        from selenium.webdriver.common.by import By
-        from selenium.webdriver.common.action_chains import ActionChains
     except ImportError:
         fail("python3-selenium is not installed (deploy/install-deps.sh installs it)")
     opts = webdriver.ChromeOptions()
@@ -205,59 +208,74 @@ def check_browser(dep, hport, stats):
               f"--user-data-dir={tempfile.mkdtemp(dir=dep.tmp)}"):
         opts.add_argument(a)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+    driver.get(f"http://127.0.0.1:{hport}/")
+    return driver
+
+
+def browser_calls(driver, job, at_least, timeout=15):
+    """The MPI-IO calls the dashboard's job table shows for the job, once
+    they reach at_least (the page updates from its event stream)."""
+    deadline = time.time() + timeout
+    shown = None
+    while time.time() < deadline:
+        shown = driver.execute_script("""
+            const tr = [...document.querySelectorAll('#jobs tbody tr')]
+                .find(r => r.dataset.job === arguments[0]);
+            return tr ? parseInt(tr.children[4].textContent) : null;""", job)
+        if shown is not None and shown >= at_least:
+            return shown
+        time.sleep(0.2)
+    fail(f"the dashboard shows {shown} MPI-IO calls for the job, the API {at_least}")
+
+
+def check_browser(driver, hport, stats):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.action_chains import ActionChains
     shots = os.environ.get("IOTRACE_SCREENSHOT_DIR")
-    try:
-        driver.get(f"http://127.0.0.1:{hport}/")
-        deadline = time.time() + 30
-        while time.time() < deadline and not driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr"):
-            time.sleep(0.3)
-        rows = driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")
-        if not any(r.get_attribute("data-job") == JOB for r in rows):
-            fail("the dashboard does not list the job")
-        if shots:
-            driver.save_screenshot(os.path.join(shots, "dashboard-cluster.png"))
-        next(r for r in rows if r.get_attribute("data-job") == JOB).click()
-        want = {name: f["count"] for name, f in stats["functions"].items()}
-        got = {}
-        deadline = time.time() + 30
-        while time.time() < deadline and got != want:
-            # Read in one go: the table is redrawn on every update.
-            got = driver.execute_script("""
-                const out = {};
-                for (const tr of document.querySelectorAll('#functions tbody tr'))
-                    out[tr.dataset.function] = parseInt(tr.children[1].textContent);
-                return out;""")
-            time.sleep(0.3)
-        if got != want:
-            fail(f"the dashboard's function table {got} is not --stats's {want}")
-        # Click the first drawn call whose CallID reached a disk.
-        target = driver.execute_script("""
-            const t = timeline; if (!t) return null;
-            const hit = new Set(t.pairs.map(p => p.call));
-            const b = boxes.find(b => hit.has(b.call.id)); if (!b) return null;
-            const cv = document.getElementById('timeline'), r = cv.getBoundingClientRect();
-            return {x: ((b.x0 + b.x1) / 2) * r.width / cv.width - r.width / 2,
-                    y: ((b.y0 + b.y1) / 2) * r.height / cv.height - r.height / 2,
-                    callid: b.call.callid};""")
-        if not target:
-            fail("the timeline shows no call with a disk operation")
-        canvas = driver.find_element(By.ID, "timeline")
-        driver.execute_script("arguments[0].scrollIntoView()", canvas)
-        ActionChains(driver).move_to_element_with_offset(canvas, int(target["x"]),
-                                                         int(target["y"])).click().perform()
-        detail = driver.find_element(By.ID, "detail")
-        deadline = time.time() + 5
-        while time.time() < deadline and not detail.is_displayed():
-            time.sleep(0.2)
-        if not detail.is_displayed() or int(detail.get_attribute("data-ops") or 0) < 1:
-            fail("clicking a call did not show its disk operations")
-        if shots:
-            driver.save_screenshot(os.path.join(shots, "dashboard-job.png"))
-        print(f"browser: function table equals --stats ({sum(want.values())} calls); clicked "
-              f"CallID={detail.get_attribute('data-callid')}: "
-              f"{detail.get_attribute('data-ops')} disk operations")
-    finally:
-        driver.quit()
+    if shots:
+        driver.save_screenshot(os.path.join(shots, "dashboard-cluster.png"))
+    row = next(r for r in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")
+               if r.get_attribute("data-job") == JOB)
+    row.click()
+    want = {name: f["count"] for name, f in stats["functions"].items()}
+    got = {}
+    deadline = time.time() + 30
+    while time.time() < deadline and got != want:
+        # Read in one go: the table is redrawn on every update.
+        got = driver.execute_script("""
+            const out = {};
+            for (const tr of document.querySelectorAll('#functions tbody tr'))
+                out[tr.dataset.function] = parseInt(tr.children[1].textContent);
+            return out;""")
+        time.sleep(0.3)
+    if got != want:
+        fail(f"the dashboard's function table {got} is not --stats's {want}")
+    # Click the first drawn call whose CallID reached a disk.
+    target = driver.execute_script("""
+        const t = timeline; if (!t) return null;
+        const hit = new Set(t.pairs.map(p => p.call));
+        const b = boxes.find(b => hit.has(b.call.id)); if (!b) return null;
+        const cv = document.getElementById('timeline'), r = cv.getBoundingClientRect();
+        return {x: ((b.x0 + b.x1) / 2) * r.width / cv.width - r.width / 2,
+                y: ((b.y0 + b.y1) / 2) * r.height / cv.height - r.height / 2,
+                callid: b.call.callid};""")
+    if not target:
+        fail("the timeline shows no call with a disk operation")
+    canvas = driver.find_element(By.ID, "timeline")
+    driver.execute_script("arguments[0].scrollIntoView()", canvas)
+    ActionChains(driver).move_to_element_with_offset(canvas, int(target["x"]),
+                                                     int(target["y"])).click().perform()
+    detail = driver.find_element(By.ID, "detail")
+    deadline = time.time() + 5
+    while time.time() < deadline and not detail.is_displayed():
+        time.sleep(0.2)
+    if not detail.is_displayed() or int(detail.get_attribute("data-ops") or 0) < 1:
+        fail("clicking a call did not show its disk operations")
+    if shots:
+        driver.save_screenshot(os.path.join(shots, "dashboard-job.png"))
+    print(f"browser: function table equals --stats ({sum(want.values())} calls); clicked "
+          f"CallID={detail.get_attribute('data-callid')}: "
+          f"{detail.get_attribute('data-ops')} disk operations")
 
 
 def main():
@@ -273,11 +291,15 @@ def main():
         dep.start_collector("--http", f"127.0.0.1:{hport}", "--job-idle", "6000")
         dep.start_agent()
         vol = Volume(bins, dep, "distribute", 2)
-        watch_running_job(bins, dep, vol, hport)
-        wait_finished(hport)
-        stats = check_stats_equal(bins, dep, hport)
-        check_prometheus(dep, hport, stats)
-        check_browser(dep, hport, stats)
+        driver = start_browser(dep, hport)
+        try:
+            watch_running_job(bins, dep, vol, hport, driver)
+            wait_finished(hport)
+            stats = check_stats_equal(bins, dep, hport)
+            check_prometheus(dep, hport, stats)
+            check_browser(driver, hport, stats)
+        finally:
+            driver.quit()
         check_bad_input(bins, dep, vol, hport)
     except Exception:
         print(dep.logs(), file=sys.stderr)

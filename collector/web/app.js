@@ -59,6 +59,10 @@ function update(msg) {
     cell(tr, n.clock.drift_ppm === null ? "–" : n.clock.drift_ppm.toFixed(1) + " ppm");
     cell(tr, n.batches);
     cell(tr, n.events);
+    // What the agent last reported of itself (with its clock samples).
+    cell(tr, n.agent ? n.agent.pending_batches + " (" + bytes(n.agent.pending_bytes) + ")" : "–");
+    cell(tr, n.agent ? n.agent.resent_batches : "–");
+    cell(tr, n.agent ? n.agent.invalid_messages + n.agent.rejected_batches : "–");
     return tr;
   }));
   fill("jobs", msg.jobs.map((j) => {

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fail.h"
+
 _Static_assert(sizeof(struct iot_reg_header) == 64, "registry header is one cache line");
 _Static_assert(sizeof(struct iot_reg_slot) == 128, "registry slots are two cache lines");
 
@@ -22,20 +24,6 @@ struct iot_registry {
     int writable;
     size_t map_size;
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 const char *iot_registry_name(const char *name)
 {
@@ -66,20 +54,20 @@ static int create_object(const char *name, int *fd_out, char *err, size_t errlen
 {
     int fd = open_object(name, O_RDWR | O_CREAT | O_EXCL);
     if (fd < 0)
-        return errno == EEXIST ? 0 : fail(err, errlen, "cannot create registry %s: %s", name,
+        return errno == EEXIST ? 0 : iot_fail(err, errlen, "cannot create registry %s: %s", name,
                                           strerror(errno));
     size_t size = registry_size(IOT_REGISTRY_SLOTS);
     /* The umask must not keep ranks of other users from writing it. */
     if (fchmod(fd, 0666) < 0 || ftruncate(fd, (off_t)size) < 0) {
         int e = errno;
         close(fd);
-        return fail(err, errlen, "cannot size registry %s: %s", name, strerror(e));
+        return iot_fail(err, errlen, "cannot size registry %s: %s", name, strerror(e));
     }
     struct iot_reg_header *h = mmap(NULL, sizeof *h, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (h == MAP_FAILED) {
         int e = errno;
         close(fd);
-        return fail(err, errlen, "cannot map registry %s: %s", name, strerror(e));
+        return iot_fail(err, errlen, "cannot map registry %s: %s", name, strerror(e));
     }
     h->version = IOT_REGISTRY_VERSION;
     h->slots = IOT_REGISTRY_SLOTS;
@@ -103,32 +91,32 @@ static int check_object(int fd, const char *name, size_t *size_out, char *err, s
     struct stat st;
     for (int tries = 0;; tries++) {
         if (fstat(fd, &st) < 0)
-            return fail(err, errlen, "cannot stat registry %s: %s", name, strerror(errno));
+            return iot_fail(err, errlen, "cannot stat registry %s: %s", name, strerror(errno));
         if ((size_t)st.st_size >= sizeof(struct iot_reg_header))
             break;
         if (tries == 50)
-            return fail(err, errlen, "registry %s is too small (%lld bytes)", name,
+            return iot_fail(err, errlen, "registry %s is too small (%lld bytes)", name,
                         (long long)st.st_size);
         pause_ms(2);
     }
     struct iot_reg_header h;
     for (int tries = 0;; tries++) {
         if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
-            return fail(err, errlen, "cannot read registry %s: %s", name, strerror(errno));
+            return iot_fail(err, errlen, "cannot read registry %s: %s", name, strerror(errno));
         if (h.magic == IOT_REGISTRY_MAGIC)
             break;
         if (tries == 50)
-            return fail(err, errlen, "%s is not an iotrace registry (bad magic)", name);
+            return iot_fail(err, errlen, "%s is not an iotrace registry (bad magic)", name);
         pause_ms(2);
     }
     if (h.version != IOT_REGISTRY_VERSION)
-        return fail(err, errlen, "registry %s has version %u, this build reads %u", name,
+        return iot_fail(err, errlen, "registry %s has version %u, this build reads %u", name,
                     h.version, IOT_REGISTRY_VERSION);
     if (h.slots == 0 || (h.slots & (h.slots - 1)) || h.slot_size != sizeof(struct iot_reg_slot))
-        return fail(err, errlen, "registry %s has a bad geometry (%u slots of %u bytes)", name,
+        return iot_fail(err, errlen, "registry %s has a bad geometry (%u slots of %u bytes)", name,
                     h.slots, h.slot_size);
     if ((size_t)st.st_size < registry_size(h.slots))
-        return fail(err, errlen, "registry %s is truncated (%lld of %zu bytes)", name,
+        return iot_fail(err, errlen, "registry %s is truncated (%lld of %zu bytes)", name,
                     (long long)st.st_size, registry_size(h.slots));
     *size_out = registry_size(h.slots);
     return 0;
@@ -143,14 +131,14 @@ static int open_existing(const char *name, int *writable, char *err, size_t errl
         *writable = 0;
     }
     if (fd < 0)
-        return fail(err, errlen, "cannot open registry %s: %s", name, strerror(errno));
+        return iot_fail(err, errlen, "cannot open registry %s: %s", name, strerror(errno));
     return fd;
 }
 
 iot_registry *iot_registry_open(const char *name, int create, char *err, size_t errlen)
 {
     if (!name || !name[0] || (name[0] != '/' && !is_path(name))) {
-        fail(err, errlen, "registry name '%s' must start with '/'", name ? name : "");
+        iot_fail(err, errlen, "registry name '%s' must start with '/'", name ? name : "");
         return NULL;
     }
     int fd = -1, writable = 1;
@@ -170,7 +158,7 @@ iot_registry *iot_registry_open(const char *name, int create, char *err, size_t 
     if (!r) {
         if (map != MAP_FAILED)
             munmap(map, size);
-        fail(err, errlen, "cannot map registry %s: %s", name, strerror(map == MAP_FAILED ? e : ENOMEM));
+        iot_fail(err, errlen, "cannot map registry %s: %s", name, strerror(map == MAP_FAILED ? e : ENOMEM));
         return NULL;
     }
     r->hdr = map;

@@ -7,19 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
+#include "fail.h"
 
 uint32_t iot_wire_crc32(const uint8_t *data, size_t len)
 {
@@ -48,7 +36,7 @@ size_t iot_wire_event_count(const iot_body *body)
 #define SAME_LEN(tbl, field)                                                             \
     do {                                                                                 \
         if ((tbl)->n_##field != n)                                                       \
-            return fail(err, errlen, "%s column '%s' has %zu values, expected %zu",      \
+            return iot_fail(err, errlen, "%s column '%s' has %zu values, expected %zu",      \
                         table, #field, (size_t)(tbl)->n_##field, n);                     \
     } while (0)
 
@@ -99,7 +87,7 @@ static int check_disk(const Iotrace__DiskEvents *t, size_t n_jobs, char *err, si
     SAME_LEN(t, ret);
     for (size_t i = 0; i < n; i++)
         if (t->job[i] != 0 && t->job[i] >= n_jobs)
-            return fail(err, errlen, "disk event %zu names job index %u of %zu", i,
+            return iot_fail(err, errlen, "disk event %zu names job index %u of %zu", i,
                         t->job[i], n_jobs);
     return 0;
 }
@@ -123,9 +111,9 @@ int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
         return -1;
     size_t raw_len = protobuf_c_message_get_packed_size(&body->base);
     if (raw_len == 0)
-        return fail(err, errlen, "refusing to encode an empty batch");
+        return iot_fail(err, errlen, "refusing to encode an empty batch");
     if (raw_len > IOT_WIRE_MAX_RAW)
-        return fail(err, errlen, "body of %zu bytes exceeds the limit of %u", raw_len,
+        return iot_fail(err, errlen, "body of %zu bytes exceeds the limit of %u", raw_len,
                     IOT_WIRE_MAX_RAW);
     uint8_t *raw = malloc(raw_len ? raw_len : 1);
     int bound = LZ4_compressBound((int)raw_len);
@@ -133,14 +121,14 @@ int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
     if (!raw || !lz) {
         free(raw);
         free(lz);
-        return fail(err, errlen, "out of memory encoding a batch");
+        return iot_fail(err, errlen, "out of memory encoding a batch");
     }
     protobuf_c_message_pack(&body->base, raw);
     int lz_len = LZ4_compress_default((const char *)raw, (char *)lz, (int)raw_len, bound);
     free(raw);
     if (lz_len <= 0 && raw_len > 0) {
         free(lz);
-        return fail(err, errlen, "LZ4 compression failed");
+        return iot_fail(err, errlen, "LZ4 compression failed");
     }
 
     iot_batch b = IOTRACE__BATCH__INIT;
@@ -160,7 +148,7 @@ int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
     uint8_t *buf = malloc(len);
     if (!buf) {
         free(lz);
-        return fail(err, errlen, "out of memory encoding a batch");
+        return iot_fail(err, errlen, "out of memory encoding a batch");
     }
     protobuf_c_message_pack(&b.base, buf);
     free(lz);
@@ -172,11 +160,11 @@ int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
 iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
     if (len < 5) {
-        fail(err, errlen, "batch of %zu bytes is too short", len);
+        iot_fail(err, errlen, "batch of %zu bytes is too short", len);
         return NULL;
     }
     if (len > IOT_WIRE_MAX_BATCH) {
-        fail(err, errlen, "batch of %zu bytes exceeds the limit of %u", len,
+        iot_fail(err, errlen, "batch of %zu bytes exceeds the limit of %u", len,
              IOT_WIRE_MAX_BATCH);
         return NULL;
     }
@@ -185,12 +173,12 @@ iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errle
     uint32_t magic = (uint32_t)buf[1] | (uint32_t)buf[2] << 8 | (uint32_t)buf[3] << 16 |
                      (uint32_t)buf[4] << 24;
     if (buf[0] != 0x0d || magic != IOT_WIRE_MAGIC) {
-        fail(err, errlen, "not an iotrace batch (bad magic)");
+        iot_fail(err, errlen, "not an iotrace batch (bad magic)");
         return NULL;
     }
     iot_batch *b = iotrace__batch__unpack(NULL, len, buf);
     if (!b) {
-        fail(err, errlen, "malformed batch envelope");
+        iot_fail(err, errlen, "malformed batch envelope");
         return NULL;
     }
     const char *why = NULL;
@@ -215,10 +203,10 @@ iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errle
         why = "checksum mismatch";
     if (why) {
         if (b->version != IOT_WIRE_VERSION)
-            fail(err, errlen, "%s %u (this build reads version %u)", why, b->version,
+            iot_fail(err, errlen, "%s %u (this build reads version %u)", why, b->version,
                  IOT_WIRE_VERSION);
         else
-            fail(err, errlen, "%s", why);
+            iot_fail(err, errlen, "%s", why);
         iotrace__batch__free_unpacked(b, NULL);
         return NULL;
     }
@@ -232,7 +220,7 @@ iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen)
     if (batch->compression == IOTRACE__COMPRESSION__COMPRESSION_LZ4) {
         tmp = malloc(batch->raw_size ? batch->raw_size : 1);
         if (!tmp) {
-            fail(err, errlen, "out of memory decoding a batch");
+            iot_fail(err, errlen, "out of memory decoding a batch");
             return NULL;
         }
         int got = batch->raw_size == 0 && batch->body.len == 0
@@ -241,7 +229,7 @@ iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen)
                                             (int)batch->body.len, (int)batch->raw_size);
         if (got < 0 || (uint32_t)got != batch->raw_size) {
             free(tmp);
-            fail(err, errlen, "LZ4 body does not decompress to the declared %u bytes",
+            iot_fail(err, errlen, "LZ4 body does not decompress to the declared %u bytes",
                  batch->raw_size);
             return NULL;
         }
@@ -250,7 +238,7 @@ iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen)
     iot_body *body = iotrace__body__unpack(NULL, batch->raw_size, raw);
     free(tmp);
     if (!body) {
-        fail(err, errlen, "malformed batch body");
+        iot_fail(err, errlen, "malformed batch body");
         return NULL;
     }
     if (iot_wire_check_body(body, err, errlen) < 0) {
@@ -259,7 +247,7 @@ iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen)
     }
     size_t n = iot_wire_event_count(body);
     if (n != batch->event_count) {
-        fail(err, errlen, "body holds %zu events, envelope says %u", n,
+        iot_fail(err, errlen, "body holds %zu events, envelope says %u", n,
              batch->event_count);
         iotrace__body__free_unpacked(body, NULL);
         return NULL;

@@ -542,22 +542,6 @@ uint64_t live_wait_update(struct live *l, uint64_t seen, int timeout_ms)
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-/* Names come from producers; jansson takes UTF-8 only. */
-static json_t *text(const char *s)
-{
-    json_t *j = json_string(s);
-    if (j)
-        return j;
-    char *copy = strdup(s);
-    if (!copy)
-        return json_null();
-    for (char *p = copy; *p; p++)
-        if ((unsigned char)*p >= 0x80 || (unsigned char)*p < 0x20)
-            *p = '?';
-    j = json_string(copy);
-    free(copy);
-    return j ? j : json_null();
-}
 
 static json_t *u64(uint64_t v) { return json_integer((json_int_t)v); }
 
@@ -599,7 +583,7 @@ static json_t *job_summary(struct live *l, const struct ljob *j)
     size_t ranks, nodes, processes;
     job_members(l, j->job, &ranks, &nodes, &processes);
     json_t *o = json_object();
-    json_object_set_new(o, "job", text(xp_string(&l->d.jobs, j->job)));
+    json_object_set_new(o, "job", iot_json_text(xp_string(&l->d.jobs, j->job)));
     json_object_set_new(o, "state", json_string(j->finished ? "finished" : "running"));
     json_object_set_new(o, "processes", u64(processes));
     json_object_set_new(o, "ranks", u64(ranks));
@@ -695,7 +679,7 @@ json_t *live_nodes_json(struct live *l)
     for (size_t i = 0; i < n; i++) {
         const struct ingest_agent *a = &agents[i];
         json_t *o = json_object();
-        json_object_set_new(o, "node", text(a->node));
+        json_object_set_new(o, "node", iot_json_text(a->node));
         json_object_set_new(o, "connected", json_boolean(now - a->last_seen_ns < CONNECTED_NS));
         json_object_set_new(o, "first_seen_s", seconds(a->first_seen_ns));
         json_object_set_new(o, "last_seen_s", seconds(a->last_seen_ns));
@@ -771,7 +755,7 @@ json_t *live_status_json(struct live *l)
     json_object_set_new(o, "jobs_finished", u64(finished));
     json_object_set_new(o, "analysis_batches", u64(l->batches_read));
     json_object_set_new(o, "analysis_events", u64(l->events_read));
-    json_object_set_new(o, "analysis_error", l->failed ? text(l->error) : json_null());
+    json_object_set_new(o, "analysis_error", l->failed ? iot_json_text(l->error) : json_null());
     pthread_mutex_unlock(&l->lock);
     return o;
 }
@@ -814,20 +798,20 @@ static json_t *item_json(struct live *l, const struct tl_item *it, int64_t origi
     char callid[24];
     snprintf(callid, sizeof callid, "0x%llX", (unsigned long long)it->callid);
     json_object_set_new(o, "id", u64(it->id));
-    json_object_set_new(o, "func", text(iot_func_name(it->func) ? iot_func_name(it->func) : "?"));
+    json_object_set_new(o, "func", iot_json_text(iot_func_name(it->func) ? iot_func_name(it->func) : "?"));
     json_object_set_new(o, "callid", json_string(callid));
     json_object_set_new(o, "start_s", json_real((double)(it->t_start - origin) / 1e9));
     json_object_set_new(o, "end_s", json_real((double)(it->t_end - origin) / 1e9));
     json_object_set_new(o, "offset", json_integer(it->offset));
     json_object_set_new(o, "bytes", u64(it->bytes));
-    json_object_set_new(o, "node", text(xp_string(&l->d.nodes, p->node)));
+    json_object_set_new(o, "node", iot_json_text(xp_string(&l->d.nodes, p->node)));
     json_object_set_new(o, "tid", u64(it->tid));
     if (it->kind == XP_MPIIO) {
         const char *path = xp_file_path(&l->d, it->producer, it->file);
         json_object_set_new(o, "rank", json_integer(p->rank));
-        json_object_set_new(o, "file", path ? text(path) : json_null());
+        json_object_set_new(o, "file", path ? iot_json_text(path) : json_null());
     } else {
-        json_object_set_new(o, "server", text(xp_string(&l->pipe.names, it->server)));
+        json_object_set_new(o, "server", iot_json_text(xp_string(&l->pipe.names, it->server)));
     }
     return o;
 }
@@ -837,40 +821,51 @@ static int in_window(const struct tl_item *it, int64_t from, int64_t to)
     return it->t_end >= from && it->t_start <= to;
 }
 
-json_t *live_job_timeline(struct live *l, const char *job, double from_s, double to_s,
-                          int *status)
+/* Takes the lock and returns the job (status 200), or returns NULL with
+ * status 404 and the lock released. */
+static struct ljob *lock_job(struct live *l, const char *job, int *status)
 {
     pthread_mutex_lock(&l->lock);
     uint32_t id = find_job(l, job);
-    struct ljob *j = id ? l->jobs[id] : NULL;
-    if (!j) {
+    if (!id) {
         pthread_mutex_unlock(&l->lock);
         *status = 404;
         return NULL;
     }
     *status = 200;
+    return l->jobs[id];
+}
+
+/* The items of a ring that overlap [from, to]. */
+static json_t *window_json(struct live *l, const struct tl_item *v, size_t head, size_t len,
+                           size_t cap, int64_t from, int64_t to, int64_t origin)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; v && i < len; i++) {
+        const struct tl_item *it = &v[(head + i) % cap];
+        if (in_window(it, from, to))
+            json_array_append_new(out, item_json(l, it, origin));
+    }
+    return out;
+}
+
+json_t *live_job_timeline(struct live *l, const char *job, double from_s, double to_s,
+                          int *status)
+{
+    struct ljob *j = lock_job(l, job, status);
+    if (!j)
+        return NULL;
     /* Times are seconds after the job's first event; without a window, the
      * last ten seconds of what the live view holds. */
     int64_t origin = j->first_ns == INT64_MAX ? 0 : j->first_ns;
     int64_t end = j->last_ns == INT64_MIN ? 0 : j->last_ns;
     int64_t from = isnan(from_s) ? end - 10000000000ll : origin + (int64_t)(from_s * 1e9);
     int64_t to = isnan(to_s) ? end : origin + (int64_t)(to_s * 1e9);
-    json_t *calls = json_array(), *disk = json_array(), *pairs = json_array();
-    uint64_t lo_call = UINT64_MAX, lo_disk = UINT64_MAX;
-    for (size_t i = 0; j->views && i < j->calls_tl.len; i++) {
-        const struct tl_item *it = &RING_AT(j->calls_tl, TL_CALLS, i);
-        if (it->id < lo_call)
-            lo_call = it->id;
-        if (in_window(it, from, to))
-            json_array_append_new(calls, item_json(l, it, origin));
-    }
-    for (size_t i = 0; j->views && i < j->disk_tl.len; i++) {
-        const struct tl_item *it = &RING_AT(j->disk_tl, TL_DISK, i);
-        if (it->id < lo_disk)
-            lo_disk = it->id;
-        if (in_window(it, from, to))
-            json_array_append_new(disk, item_json(l, it, origin));
-    }
+    json_t *calls = window_json(l, j->views ? j->calls_tl.v : NULL, j->calls_tl.head,
+                                j->calls_tl.len, TL_CALLS, from, to, origin);
+    json_t *disk = window_json(l, j->views ? j->disk_tl.v : NULL, j->disk_tl.head,
+                               j->disk_tl.len, TL_DISK, from, to, origin);
+    json_t *pairs = json_array();
     for (size_t i = 0; j->views && i < j->pairs_tl.len; i++) {
         const struct tl_pair *p = &RING_AT(j->pairs_tl, TL_PAIRS, i);
         json_t *o = json_object();
@@ -879,7 +874,7 @@ json_t *live_job_timeline(struct live *l, const char *job, double from_s, double
         json_array_append_new(pairs, o);
     }
     json_t *o = json_object();
-    json_object_set_new(o, "job", text(job));
+    json_object_set_new(o, "job", iot_json_text(job));
     json_object_set_new(o, "state", json_string(j->finished ? "finished" : "running"));
     json_object_set_new(o, "origin_s", seconds(origin));
     json_object_set_new(o, "from_s", json_real((double)(from - origin) / 1e9));
@@ -894,19 +889,13 @@ json_t *live_job_timeline(struct live *l, const char *job, double from_s, double
 
 json_t *live_job_series(struct live *l, const char *job, int *status)
 {
-    pthread_mutex_lock(&l->lock);
-    uint32_t id = find_job(l, job);
-    struct ljob *j = id ? l->jobs[id] : NULL;
-    if (!j) {
-        pthread_mutex_unlock(&l->lock);
-        *status = 404;
+    struct ljob *j = lock_job(l, job, status);
+    if (!j)
         return NULL;
-    }
-    *status = 200;
     int64_t origin = j->first_ns == INT64_MAX ? 0 : j->first_ns / 1000000000;
     json_t *servers = json_array();
     for (size_t s = 1; s < l->pipe.names.n && s < SERIES_SERVERS; s++)
-        json_array_append_new(servers, text(l->pipe.names.str[s]));
+        json_array_append_new(servers, iot_json_text(l->pipe.names.str[s]));
     json_array_append_new(servers, json_string("other"));
     json_t *rows = json_array();
     for (size_t i = 0; j->views && i < j->series.len; i++) {
@@ -927,7 +916,7 @@ json_t *live_job_series(struct live *l, const char *job, int *status)
         json_array_append_new(rows, r);
     }
     json_t *o = json_object();
-    json_object_set_new(o, "job", text(job));
+    json_object_set_new(o, "job", iot_json_text(job));
     json_object_set_new(o, "origin_s", json_integer(origin));
     json_object_set_new(o, "servers", servers);
     json_object_set_new(o, "seconds", rows);

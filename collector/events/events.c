@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fail.h"
 #include "iot_functions.h"
 #include "store.h"
 #include "wire.h"
@@ -18,18 +19,6 @@ struct reader {
     xp_batch_done done;
     uint64_t batches; /* counted by the clock pass */
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static uint64_t hash_bytes(const char *s, uint64_t seed)
 {
@@ -322,7 +311,7 @@ static int intern_jobs(struct reader *r, const iot_body *body, uint32_t *map)
 {
     for (size_t j = 0; j < body->n_jobs; j++)
         if ((map[j] = xp_intern(&r->d->jobs, body->jobs[j])) == UINT32_MAX)
-            return fail(r->err, r->errlen, "out of memory");
+            return iot_fail(r->err, r->errlen, "out of memory");
     return 0;
 }
 
@@ -332,7 +321,7 @@ static int read_disk(struct reader *r, uint32_t prod, const iot_body *body)
     uint32_t *jobs = calloc(body->n_jobs + 1, sizeof *jobs);
     if (!jobs || intern_jobs(r, body, jobs) < 0) {
         free(jobs);
-        return fail(r->err, r->errlen, "out of memory");
+        return iot_fail(r->err, r->errlen, "out of memory");
     }
     iot_wire_delta_decode(t->t_start, t->n_t_start);
     int rc = 0;
@@ -367,7 +356,7 @@ static int read_body(struct reader *r, uint32_t prod, const iot_body *body)
 {
     for (size_t i = 0; i < body->n_files; i++)
         if (add_file(r->d, prod, body->files[i]->id, body->files[i]->path) < 0)
-            return fail(r->err, r->errlen, "out of memory");
+            return iot_fail(r->err, r->errlen, "out of memory");
     if (body->mpiio && read_mpiio(r, prod, body->mpiio) < 0)
         return -1;
     if (body->posix && read_posix(r, prod, body->posix) < 0)
@@ -386,11 +375,11 @@ static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
     iot_body *body = b ? iot_wire_body(b, why, sizeof why) : NULL;
     int rc = -1;
     if (!body)
-        fail(r->err, r->errlen, "stored batch %llu (received at %llu ns) cannot be decoded: %s",
+        iot_fail(r->err, r->errlen, "stored batch %llu (received at %llu ns) cannot be decoded: %s",
              (unsigned long long)n, (unsigned long long)recv_ns, why);
     else {
         uint32_t prod = producer_index(r->d, b->producer);
-        rc = prod == UINT32_MAX ? fail(r->err, r->errlen, "out of memory")
+        rc = prod == UINT32_MAX ? iot_fail(r->err, r->errlen, "out of memory")
                                 : read_body(r, prod, body);
         if (rc == 0 && r->done)
             rc = r->done(r->ctx, r->d, prod, recv_ns, r->err, r->errlen) ? -1 : 0;
@@ -438,17 +427,17 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
     int rc = 0;
     r->batches++;
     if (!b)
-        rc = fail(r->err, r->errlen, "a stored batch (received at %llu ns) cannot be decoded: %s",
+        rc = iot_fail(r->err, r->errlen, "a stored batch (received at %llu ns) cannot be decoded: %s",
                   (unsigned long long)recv_ns, why);
     else if (b->producer->kind == IOTRACE__PRODUCER_KIND__PRODUCER_AGENT &&
              !(body = iot_wire_body(b, why, sizeof why)))
-        rc = fail(r->err, r->errlen, "a stored clock batch (received at %llu ns) cannot be "
+        rc = iot_fail(r->err, r->errlen, "a stored clock batch (received at %llu ns) cannot be "
                   "decoded: %s", (unsigned long long)recv_ns, why);
     else {
         uint32_t node = xp_intern(&r->d->nodes, b->producer->node);
         if (node == UINT32_MAX || ensure_clocks(r->d) < 0 || note_producer(r, b->producer) < 0 ||
             (body && add_samples(r->d, node, body) < 0))
-            rc = fail(r->err, r->errlen, "out of memory");
+            rc = iot_fail(r->err, r->errlen, "out of memory");
     }
     iot_wire_free_body(body);
     iot_wire_free_batch(b);
@@ -466,10 +455,10 @@ int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t re
         iot_body *body = iot_wire_body(b, why, sizeof why);
         uint32_t node = xp_intern(&d->nodes, b->producer->node);
         if (!body)
-            rc = fail(err, errlen, "a stored clock batch (received at %llu ns) cannot be "
+            rc = iot_fail(err, errlen, "a stored clock batch (received at %llu ns) cannot be "
                       "decoded: %s", (unsigned long long)recv_ns, why);
         else if (node == UINT32_MAX || ensure_clocks(d) < 0 || add_samples(d, node, body) < 0)
-            rc = fail(err, errlen, "out of memory");
+            rc = iot_fail(err, errlen, "out of memory");
         else
             iot_clockmap_finish(&d->clocks[node].map);
         iot_wire_free_body(body);

@@ -179,26 +179,10 @@ static int cmp_event(const void *pa, const void *pb)
     return cmp_i64((int64_t)a->order, (int64_t)b->order);
 }
 
-/* jansson only takes UTF-8; anything else in a path or name is shown as '?'. */
-static json_t *text(const char *s)
-{
-    json_t *j = json_string(s);
-    if (j)
-        return j;
-    char *copy = strdup(s);
-    if (!copy)
-        return json_null();
-    for (char *p = copy; *p; p++)
-        if ((unsigned char)*p >= 0x80 || (unsigned char)*p < 0x20)
-            *p = '?';
-    j = json_string(copy);
-    free(copy);
-    return j ? j : json_null();
-}
 
 static json_t *job_value(const struct xp_data *d, uint32_t job)
 {
-    return job ? text(xp_string(&d->jobs, job)) : json_null();
+    return job ? iot_json_text(xp_string(&d->jobs, job)) : json_null();
 }
 
 static json_t *rank_value(const struct xp_producer *p)
@@ -228,7 +212,7 @@ static json_t *drop_json(const struct xp_data *d, const struct xp_event *ev)
     const struct xp_producer *p = &d->producers[ev->producer];
     json_t *o = json_object();
     json_object_set_new(o, "kind", json_string("drop"));
-    json_object_set_new(o, "node", text(xp_string(&d->nodes, p->node)));
+    json_object_set_new(o, "node", iot_json_text(xp_string(&d->nodes, p->node)));
     json_object_set_new(o, "pid", json_integer(p->pid));
     json_object_set_new(o, "job", job_value(d, ev->job));
     json_object_set_new(o, "rank", rank_value(p));
@@ -250,13 +234,13 @@ static json_t *event_json(const struct xp_data *d, const struct xp_event *ev)
     json_t *o = json_object();
     json_object_set_new(o, "kind", json_string(kind_names[ev->kind]));
     json_object_set_new(o, "job", job_value(d, ev->job));
-    json_object_set_new(o, "node", text(xp_string(&d->nodes, p->node)));
+    json_object_set_new(o, "node", iot_json_text(xp_string(&d->nodes, p->node)));
     json_object_set_new(o, "rank", ev->kind == XP_DISK ? json_null() : rank_value(p));
     json_object_set_new(o, "pid", json_integer(p->pid));
     json_object_set_new(o, "tid", json_integer(ev->tid));
     json_object_set_new(o, "func", func_value(ev->func));
     json_object_set_new(o, "callid", callid_value(ev));
-    json_object_set_new(o, "file", path ? text(path) : json_null());
+    json_object_set_new(o, "file", path ? iot_json_text(path) : json_null());
     json_object_set_new(o, "offset", ev->offset < 0 ? json_null() : json_integer(ev->offset));
     json_object_set_new(o, "bytes", json_integer((json_int_t)ev->bytes));
     if (ev->kind == XP_MPIIO)
@@ -267,7 +251,7 @@ static json_t *event_json(const struct xp_data *d, const struct xp_event *ev)
     if (ev->kind == XP_MPIIO && ev->coll_seq)
         json_object_set_new(o, "coll_seq", json_integer((json_int_t)ev->coll_seq));
     if (ev->kind == XP_DISK)
-        json_object_set_new(o, "server", text(xp_string(&d->servers, p->server)));
+        json_object_set_new(o, "server", iot_json_text(xp_string(&d->servers, p->server)));
     return o;
 }
 
@@ -607,16 +591,6 @@ static int dump_slog2(int argc, int first)
     return IOT_EXIT_OK;
 }
 
-/* Node names come from producers: shown in text lines as printable ASCII,
- * anything else as '?'. */
-static const char *printable(const char *s, char *buf, size_t len)
-{
-    size_t n = 0;
-    for (; *s && n + 1 < len; s++)
-        buf[n++] = (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f ? *s : '?';
-    buf[n] = '\0';
-    return buf;
-}
 
 /* --clock: one line per node, sorted by name. */
 static int cmp_node(const void *a, const void *b)
@@ -627,7 +601,7 @@ static int cmp_node(const void *a, const void *b)
 static void print_clock_line(FILE *out, const char *name, const struct iot_clockmap *m)
 {
     char node[256];
-    printable(name, node, sizeof node);
+    iot_printable(name, node, sizeof node);
     struct iot_clock_summary s;
     iot_clockmap_summary(m, &s);
     if (!s.samples) {
@@ -675,7 +649,7 @@ static void report_unaligned(const struct xp_data *d)
         if (d->clocks[i].events && !d->clocks[i].map.n)
             fprintf(stderr, "%s: warning: node '%s' has no clock samples; its %llu event%s "
                     "the node's own clock\n", spec.program,
-                    printable(d->nodes.str[i], node, sizeof node),
+                    iot_printable(d->nodes.str[i], node, sizeof node),
                     (unsigned long long)d->clocks[i].events,
                     d->clocks[i].events == 1 ? " keeps" : "s keep");
 }

@@ -106,7 +106,7 @@ static uint64_t mean_ns(const struct iot_an_func *f)
 /* ---- JSON --------------------------------------------------------------- */
 
 /* jansson only takes UTF-8; anything else in a name is shown as '?'. */
-static json_t *text(const char *s)
+json_t *iot_json_text(const char *s)
 {
     json_t *j = json_string(s);
     if (j)
@@ -212,7 +212,7 @@ static json_t *job_json(const struct xp_data *d, const struct iot_pipe *s,
     static const struct iot_an_job none;
     const struct iot_an_job *j = v->st ? v->st : &none;
     json_t *o = json_object();
-    json_object_set_new(o, "job", text(v->name));
+    json_object_set_new(o, "job", iot_json_text(v->name));
     json_object_set_new(o, "functions", functions_json(j));
     json_object_set_new(o, "servers", servers_json(j, &s->names));
     json_object_set_new(o, "amplification", ratio_json(j->disk_bytes, j->call_bytes));
@@ -265,8 +265,7 @@ static int write_json(FILE *out, const struct xp_data *d, const struct iot_pipe 
 
 /* ---- text --------------------------------------------------------------- */
 
-/* Names come from producers: printed as printable ASCII, anything else '?'. */
-static const char *printable(const char *s, char *buf, size_t len)
+const char *iot_printable(const char *s, char *buf, size_t len)
 {
     size_t n = 0;
     for (; *s && n + 1 < len; s++)
@@ -322,7 +321,7 @@ static void print_servers(FILE *out, const struct iot_an_job *j, const struct xp
     fprintf(out, "  %-26s %9s %13s %14s\n", "server", "ops", "bytes", "busy_ns");
     for (size_t i = 0; i < n; i++) {
         const struct iot_an_server *sv = &j->server[v[i].id];
-        fprintf(out, "  %-26s %9llu %13llu %14llu\n", printable(v[i].name, name, sizeof name),
+        fprintf(out, "  %-26s %9llu %13llu %14llu\n", iot_printable(v[i].name, name, sizeof name),
                 (unsigned long long)sv->ops, (unsigned long long)sv->bytes,
                 (unsigned long long)iot_an_busy_ns(sv));
     }
@@ -350,7 +349,7 @@ static void print_clock(FILE *out, const struct xp_data *d, const struct job_vie
     for (size_t i = 0; i < n; i++) {
         const struct iot_clockmap *m = xp_node_clock(d, nodes[i].id);
         struct iot_clock_summary cs;
-        printable(nodes[i].name, name, sizeof name);
+        iot_printable(nodes[i].name, name, sizeof name);
         if (!m) {
             fprintf(out, "  %-26s %14s %11s %11s\n", name, "-", "-", "-");
             continue;
@@ -369,7 +368,7 @@ static int write_text(FILE *out, const struct xp_data *d, const struct iot_pipe 
     char name[256];
     for (size_t i = 0; i < n; i++) {
         const struct iot_an_job *j = views[i].st ? views[i].st : &none;
-        fprintf(out, "%sjob %s\n\n", i ? "\n" : "", printable(views[i].name, name, sizeof name));
+        fprintf(out, "%sjob %s\n\n", i ? "\n" : "", iot_printable(views[i].name, name, sizeof name));
         print_functions(out, j);
         fputc('\n', out);
         print_servers(out, j, &s->names);

@@ -4,6 +4,7 @@
 #define IOT_STATS_REPORT_H
 
 #include <stdint.h>
+#include <jansson.h>
 #include <stdio.h>
 
 #include "events.h"
@@ -23,6 +24,13 @@ struct xp_stats_options {
  * events, out of memory, output not writable). */
 int xp_stats(struct xp_data *d, const struct xp_stats_options *o, FILE *out, char *err,
              size_t errlen);
+
+/* A name from a producer as a JSON string: jansson takes UTF-8 only, so
+ * anything else is shown as '?'. */
+json_t *iot_json_text(const char *s);
+
+/* The same for a line of text: printable ASCII, anything else '?'. */
+const char *iot_printable(const char *s, char *buf, size_t len);
 
 /* The JSON of `iotrace-export --stats --format json` (with --job when job
  * is not UINT32_MAX) for what the pipeline has seen so far, as a malloc'd

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "fail.h"
 #include "link.h"
 #include "log.h"
 #include "wire.h"
@@ -61,20 +62,6 @@ struct seglist {
     uint32_t *num;
     size_t n;
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static void put_header(uint8_t *p, uint32_t len, uint32_t crc, uint64_t recv_ns)
 {
@@ -141,7 +128,7 @@ static int list_segments(const char *dir, struct seglist *out, char *err, size_t
 {
     DIR *d = opendir(dir);
     if (!d)
-        return fail(err, errlen, "cannot read store directory %s: %s", dir, strerror(errno));
+        return iot_fail(err, errlen, "cannot read store directory %s: %s", dir, strerror(errno));
     size_t cap = 0;
     out->num = NULL;
     out->n = 0;
@@ -156,7 +143,7 @@ static int list_segments(const char *dir, struct seglist *out, char *err, size_t
             if (!p) {
                 closedir(d);
                 free(out->num);
-                return fail(err, errlen, "out of memory listing %s", dir);
+                return iot_fail(err, errlen, "out of memory listing %s", dir);
             }
             out->num = p;
         }
@@ -301,7 +288,7 @@ static int open_segment(const char *dir, uint32_t num, int flags, uint64_t *size
     int fd = open(path, flags | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0) {
-        fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        iot_fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
@@ -323,7 +310,7 @@ static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_r
         close(r->fd);
         if (rc > 0 && is_last)
             return 0; /* a writer has just created it */
-        return fail(err, errlen, "%s/%s: %s", dir, name,
+        return iot_fail(err, errlen, "%s/%s: %s", dir, name,
                     rc > 0 ? "truncated inside its file header" : why);
     }
     r->off = IOT_STORE_FILE_HEADER;
@@ -336,9 +323,9 @@ static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_r
     if (rc != 0 || res == REC_END || (res == REC_SHORT && is_last))
         return rc;
     if (res == REC_SHORT)
-        return fail(err, errlen, "%s/%s: truncated record at offset %llu (%s)", dir, name,
+        return iot_fail(err, errlen, "%s/%s: truncated record at offset %llu (%s)", dir, name,
                     (unsigned long long)r->off, why);
-    return fail(err, errlen, "%s/%s: %s at offset %llu", dir, name, why,
+    return iot_fail(err, errlen, "%s/%s: %s at offset %llu", dir, name, why,
                 (unsigned long long)r->off);
 }
 
@@ -349,7 +336,7 @@ int iot_store_scan(const char *dir, iot_store_scan_fn fn, void *ctx, char *err, 
         return -1;
     if (segs.n == 0) {
         free(segs.num);
-        return fail(err, errlen, "%s holds no segment files: not an iotrace store", dir);
+        return iot_fail(err, errlen, "%s holds no segment files: not an iotrace store", dir);
     }
     struct seg_reader r = {.fd = -1};
     int rc = 0;
@@ -379,17 +366,17 @@ static int make_dirs(const char *dir, char *err, size_t errlen)
 {
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return fail(err, errlen, "store path too long: %s", dir);
+        return iot_fail(err, errlen, "store path too long: %s", dir);
     for (char *p = path + 1; *p; p++) {
         if (*p != '/')
             continue;
         *p = '\0';
         if (mkdir(path, 0755) < 0 && errno != EEXIST)
-            return fail(err, errlen, "cannot create %s: %s", path, strerror(errno));
+            return iot_fail(err, errlen, "cannot create %s: %s", path, strerror(errno));
         *p = '/';
     }
     if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return fail(err, errlen, "cannot create store directory %s: %s", path, strerror(errno));
+        return iot_fail(err, errlen, "cannot create store directory %s: %s", path, strerror(errno));
     return 0;
 }
 
@@ -420,16 +407,16 @@ static int take_lock(struct iot_store *s, char *err, size_t errlen)
     snprintf(path, sizeof path, "%s/LOCK", s->dir);
     s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (s->lock_fd < 0)
-        return fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return iot_fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
     if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
         int e = errno;
         char holder[48];
         lock_holder(s->lock_fd, holder, sizeof holder);
         if (e == EWOULDBLOCK)
-            return fail(err, errlen,
+            return iot_fail(err, errlen,
                         "store %s is in use by another collector (%s is locked%s)", s->dir,
                         path, holder);
-        return fail(err, errlen, "cannot lock %s: %s", path, strerror(e));
+        return iot_fail(err, errlen, "cannot lock %s: %s", path, strerror(e));
     }
     /* The pid is only for the message above; the lock itself is the flock. */
     char pid[24];
@@ -445,11 +432,11 @@ static int create_segment(struct iot_store *s, uint32_t num, char *err, size_t e
     segment_path(path, sizeof path, s->dir, num);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
-        return fail(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return iot_fail(err, errlen, "cannot create %s: %s", path, strerror(errno));
     uint8_t hb[IOT_STORE_FILE_HEADER];
     file_header(hb);
     if (write_full(fd, hb, sizeof hb) < 0 || fdatasync(fd) < 0 || sync_dir(s->dir) < 0) {
-        fail(err, errlen, "cannot initialise %s: %s", path, strerror(errno));
+        iot_fail(err, errlen, "cannot initialise %s: %s", path, strerror(errno));
         close(fd);
         return -1;
     }
@@ -500,7 +487,7 @@ static int find_good_end(struct iot_store *s, struct seg_reader *r, const char *
         ;
     if (res == REC_END || is_torn_tail(r, res, &h))
         return 0;
-    return fail(err, errlen, "%s/%s: %s at offset %llu; refusing to append to a damaged store",
+    return iot_fail(err, errlen, "%s/%s: %s at offset %llu; refusing to append to a damaged store",
                 s->dir, name, why, (unsigned long long)r->off);
 }
 
@@ -508,7 +495,7 @@ static int cut_tail(struct iot_store *s, int fd, const char *name, uint64_t good
                     char *err, size_t errlen)
 {
     if (ftruncate(fd, (off_t)good) < 0 || fdatasync(fd) < 0)
-        return fail(err, errlen, "cannot truncate %s/%s: %s", s->dir, name, strerror(errno));
+        return iot_fail(err, errlen, "cannot truncate %s/%s: %s", s->dir, name, strerror(errno));
     iot_warn("store: cut %llu bytes of an incomplete record at the end of %s/%s (offset %llu)",
              (unsigned long long)(size - good), s->dir, name, (unsigned long long)good);
     return 0;
@@ -521,7 +508,7 @@ static int rewrite_file_header(struct iot_store *s, int fd, const char *name, ui
     file_header(hb);
     if (ftruncate(fd, 0) < 0 || pwrite(fd, hb, sizeof hb, 0) != (ssize_t)sizeof hb ||
         fdatasync(fd) < 0)
-        return fail(err, errlen, "cannot rewrite %s/%s: %s", s->dir, name, strerror(errno));
+        return iot_fail(err, errlen, "cannot rewrite %s/%s: %s", s->dir, name, strerror(errno));
     iot_warn("store: %s/%s had an incomplete file header (%llu bytes); rewrote it", s->dir,
              name, (unsigned long long)size);
     return 0;
@@ -539,7 +526,7 @@ static int recover_last(struct iot_store *s, uint32_t num, char *err, size_t err
     if (rc > 0)
         rc = rewrite_file_header(s, r.fd, name, r.size, err, errlen);
     else if (rc < 0)
-        fail(err, errlen, "%s/%s: %s", s->dir, name, why);
+        iot_fail(err, errlen, "%s/%s: %s", s->dir, name, why);
     else if ((rc = find_good_end(s, &r, name, err, errlen)) == 0 && r.off < r.size)
         rc = cut_tail(s, r.fd, name, r.off, r.size, err, errlen);
     free(r.payload);
@@ -559,7 +546,7 @@ static int open_for_writing(struct iot_store *s, char *err, size_t errlen)
         return -1;
     s->buf = malloc(WRITE_BUFFER);
     if (!s->buf)
-        return fail(err, errlen, "out of memory for the store buffer");
+        return iot_fail(err, errlen, "out of memory for the store buffer");
     struct seglist segs;
     if (list_segments(s->dir, &segs, err, errlen) < 0)
         return -1;
@@ -576,7 +563,7 @@ static int check_readable(struct iot_store *s, char *err, size_t errlen)
         return -1;
     free(segs.num);
     if (segs.n == 0)
-        return fail(err, errlen, "%s holds no segment files: not an iotrace store", s->dir);
+        return iot_fail(err, errlen, "%s holds no segment files: not an iotrace store", s->dir);
     return 0;
 }
 
@@ -596,7 +583,7 @@ struct iot_store *iot_store_open(const char *dir, int writable, char *err, size_
     struct iot_store *s = calloc(1, sizeof *s);
     if (!s || !(s->dir = strdup(dir))) {
         free(s);
-        fail(err, errlen, "out of memory opening the store");
+        iot_fail(err, errlen, "out of memory opening the store");
         return NULL;
     }
     s->writable = writable;
@@ -746,7 +733,7 @@ static int read_segment_range(const char *dir, struct iot_store_pos *pos, uint64
     close(r->fd);
     if (rc != 0 || res == REC_END)
         return rc;
-    return fail(err, errlen, "%s/%s: %s at offset %llu", dir, name, why,
+    return iot_fail(err, errlen, "%s/%s: %s at offset %llu", dir, name, why,
                 (unsigned long long)r->off);
 }
 

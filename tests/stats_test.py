@@ -7,7 +7,8 @@ are 3 s behind and 1.5 s ahead of the collector's, two storage servers, a
 collective write with two aggregators, a disk operation starting before its
 call, a non-blocking write, unmatched calls and operations, lost events),
 then checks `--stats --format json` against figures worked out by hand
-below, the text report, --job, --no-align and the option errors.
+below, the text report, --job, --no-align and the option errors; and the
+collector's live statistics of the same store against the export's.
 
     stats_test.py COLLECTOR EXPORT CLIENT
 """
@@ -235,6 +236,56 @@ def check_errors(store):
     check("--stats" in r.stdout and "--format" in r.stdout, "--help does not show --stats")
 
 
+def api(port, path):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def check_live(tmp, store):
+    """The collector's live analysis over the same store: every job's
+    /api/v1/jobs/JOB/stats is byte for byte --stats --format json --job JOB,
+    whether its figures were kept in memory when it finished (--keep 3600)
+    or are recomputed from the store when asked for (--keep 0)."""
+    for keep in ("3600", "0"):
+        port = free_port()
+        log = open(os.path.join(tmp, f"live-{keep}.log"), "w")
+        proc = subprocess.Popen([COLLECTOR, "--listen", f"tcp://127.0.0.1:{free_port()}",
+                                 "--store", store, "--http", f"127.0.0.1:{port}",
+                                 "--lateness", "60000", "--job-idle", "200", "--keep", keep],
+                                stdout=log, stderr=log)
+        try:
+            deadline = time.time() + 30
+            jobs = []
+            while time.time() < deadline:
+                try:
+                    jobs = json.loads(api(port, "/api/v1/jobs")[1])["jobs"]
+                except (OSError, ValueError):
+                    jobs = []
+                if jobs and all(j["state"] == "finished" for j in jobs):
+                    break
+                time.sleep(0.1)
+            check(sorted(j["job"] for j in jobs) == ["jobS", "jobT"], f"live jobs: {jobs}")
+            for j in jobs:
+                check(j["final_stats_in_memory"] == (keep != "0"),
+                      f"--keep {keep}: final_stats_in_memory of {j['job']} is {j['final_stats_in_memory']}")
+                status, body = api(port, f"/api/v1/jobs/{j['job']}/stats")
+                want = stats(store, "--format", "json", "--job", j["job"]).stdout.encode()
+                check(status == 200 and body == want,
+                      f"--keep {keep}: /stats of {j['job']} differs from --stats --format json")
+            metrics = api(port, "/metrics")[1].decode()
+            check(('job_id="jobS"' in metrics) == (keep != "0"),
+                  f"--keep {keep}: job series {'missing from' if keep != '0' else 'left in'} /metrics")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            check(proc.wait(timeout=30) == 0, "live collector did not stop cleanly")
+            log.close()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="iot-stats-test-")
     try:
@@ -243,6 +294,7 @@ def main():
         check_text(store)
         check_unaligned(store)
         check_errors(store)
+        check_live(tmp, store)
     finally:
         if failures:
             print(f"{len(failures)} checks failed; files kept in {tmp}", file=sys.stderr)

@@ -61,6 +61,7 @@ struct ljob {
     int64_t finished_at;       /* monotonic */
     char *final;               /* final statistics (iotrace-export --stats --format json) */
     int views;                 /* rings and series allocated */
+    int forgotten;             /* finished and out of memory but for this summary */
     RING(struct tl_item, TL_CALLS) calls_tl;
     RING(struct tl_item, TL_DISK) disk_tl;
     RING(struct tl_pair, TL_PAIRS) pairs_tl;
@@ -217,7 +218,7 @@ static int live_event(void *ctx, const struct xp_data *d, const struct xp_event 
             return -1;
         }
         if (j->finished) { /* more of a job thought finished: it runs again */
-            j->finished = 0;
+            j->finished = j->forgotten = 0;
             free(j->final);
             j->final = NULL;
         }
@@ -406,7 +407,8 @@ static void forget_jobs(struct live *l)
     pthread_mutex_lock(&l->lock);
     for (size_t i = 1; i < l->n_jobs; i++) {
         struct ljob *j = l->jobs[i];
-        if (j && j->finished && j->views && now - j->finished_at >= l->cfg.keep_ns) {
+        if (j && j->finished && !j->forgotten && now - j->finished_at >= l->cfg.keep_ns) {
+            j->forgotten = 1;
             free_views(j);
             free(j->final);
             j->final = NULL;
@@ -1121,7 +1123,7 @@ static void job_metrics(struct buf *b, struct live *l)
         family(b, fam[f].name, fam[f].type, fam[f].help);
         for (size_t i = 1; i < l->n_jobs; i++) {
             struct ljob *j = l->jobs[i];
-            if (!j || (j->finished && !j->views))
+            if (!j || j->forgotten)
                 continue;
             const struct iot_an_job *st = i < l->pipe.an.stats.n_job ? l->pipe.an.stats.job[i] : NULL;
             label(xp_string(&l->d.jobs, (uint32_t)i), job, sizeof job);

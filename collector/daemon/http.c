@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "stats_report.h"
 
 #define MAX_USERS 64
 #define SSE_INTERVAL_MS 1000
@@ -76,7 +77,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     json_t *o = json_object();
-    json_object_set_new(o, "error", json_string(msg) ? json_string(msg) : json_string("?"));
+    json_object_set_new(o, "error", iot_json_text(msg));
     json_object_set_new(o, "status", json_integer(status));
     return send_json(c, status, o);
 }

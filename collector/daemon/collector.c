@@ -103,7 +103,9 @@ static const struct iot_opts_spec spec = {
     .program = "iotrace-collector",
     .synopsis = "--store DIR [--listen tcp://HOST:PORT] [options]",
     .description = "Receives event batches from iotrace agents, stores them durably in DIR\n"
-                   "and acknowledges them once stored.  See docs/collector.md.",
+                   "and acknowledges them once stored; analyses them live per job and serves a\n"
+                   "dashboard, a JSON API and Prometheus metrics over HTTP.  See\n"
+                   "docs/collector.md, docs/http-api.md and docs/dashboard.md.",
     .opts = options,
     .n_opts = (int)(sizeof options / sizeof options[0]),
     .allow_config = 1,

@@ -17,7 +17,9 @@
    rate for 8 s; every 200 ms the newest call in /api/v1/jobs/JOB/timeline
    (released by the merge, so in the statistics) is compared with the time
    of the query. The lag minus --lateness (2 s) is what the pipeline adds.
-3. Memory per running job: the collector's peak RSS with 1 job and with 9
+3. HTTP clients that never read: the ingest rate with 30 of them hanging
+   on the collector and without, analysis on.
+4. Memory per running job: the collector's peak RSS with 1 job and with 9
    jobs sharing the same low event rate, analysis on.
 
 --busy runs a CPU-bound process on one core throughout (the machine has 2).
@@ -111,12 +113,30 @@ class Stack:
                 p.wait(timeout=60)
 
 
-def ingest_run(build, events, analysis, jobs=1, rate=1_000_000):
+def hang_clients(port, n):
+    """HTTP clients that never read: event streams left unread, requests sent
+    half, connections left silent."""
+    socks = []
+    for i in range(n):
+        try:
+            s = socket.create_connection(("127.0.0.1", port))
+        except OSError:
+            break
+        if i % 3 == 0:
+            s.sendall(b"GET /api/v1/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        elif i % 3 == 1:
+            s.sendall(b"GET /api/v1/jobs HTTP/1.1\r\nHost: x\r\n")
+        socks.append(s)
+    return socks
+
+
+def ingest_run(build, events, analysis, jobs=1, rate=1_000_000, hang=0):
     with tempfile.TemporaryDirectory(prefix="iotrace-bench-live-") as tmp:
         s = Stack(build, tmp, analysis)
         try:
             per_batch = 4096
             batches = max(1, events // per_batch // jobs)
+            hung = hang_clients(s.hport, hang) if analysis and hang else []
             c0 = cpu_s(s.collector.pid)
             t0 = time.time()
             # Stamped with the real time, as a traced program's events are: the
@@ -134,6 +154,8 @@ def ingest_run(build, events, analysis, jobs=1, rate=1_000_000):
             cpu = cpu_s(s.collector.pid) - c0
             live = cpu_s(s.collector.pid, "iot-live") if analysis else 0.0
             rss = rss_kib(s.collector.pid, "VmHWM")
+            for h in hung:
+                h.close()
             n = batches * per_batch * jobs
             return {"events": n, "cpu": cpu, "live": live, "wall": wall, "rss": rss,
                     "ingest_rate": n / stored,
@@ -221,6 +243,14 @@ def main():
               f"events/s, on {rate[True] / 1e6:.3f} M events/s; ratio {rate[True] / rate[False]:.3f}")
         print(f"median time until analysed: off {statistics.median(x['wall'] for x in res[False]):.2f} s, "
               f"on {statistics.median(x['wall'] for x in res[True]):.2f} s")
+        slow = {0: [], 30: []}
+        for r in range(3):
+            for hang in ((0, 30) if r % 2 == 0 else (30, 0)):
+                slow[hang].append(ingest_run(a.build, a.events // 2, True, rate=a.rate, hang=hang))
+        q = {k: statistics.median(x["ingest_rate"] for x in v) for k, v in slow.items()}
+        print(f"HTTP clients that never read (30: unread event streams, half requests, silent "
+              f"connections), 3 interleaved rounds: ingest rate {q[0] / 1e6:.3f} M events/s "
+              f"without, {q[30] / 1e6:.3f} M events/s with them; ratio {q[30] / q[0]:.3f}")
         lags = liveness(a.build)
         if lags:
             print(f"liveness: newest call in /timeline behind the query by median "

@@ -73,6 +73,9 @@ def get(port, path):
         return json.loads(r.read())
 
 
+WINDOW_ARGS = []  # --lateness/--grace for the collector (--windows)
+
+
 class Stack:
     def __init__(self, build, tmp, analysis):
         self.build, self.tmp = build, tmp
@@ -80,7 +83,8 @@ class Stack:
         self.sock = os.path.join(tmp, "agent.sock")
         args = [f"{build}/collector/iotrace-collector", "--listen", f"tcp://127.0.0.1:{self.port}",
                 "--store", os.path.join(tmp, "store"), "--log-level", "warn"]
-        args += ["--http", f"127.0.0.1:{self.hport}"] if analysis else ["--analysis", "off", "--http", "off"]
+        args += (["--http", f"127.0.0.1:{self.hport}"] + WINDOW_ARGS if analysis
+                 else ["--analysis", "off", "--http", "off"])
         self.collector = subprocess.Popen(args, stderr=open(os.path.join(tmp, "c.log"), "w"))
         self.agent = subprocess.Popen(
             [f"{build}/agent/iotrace-agent", "--collector", f"tcp://127.0.0.1:{self.port}",
@@ -218,10 +222,15 @@ def main():
     ap.add_argument("--rate", type=int, default=1_000_000,
                     help="events per second the producers send at (default 1000000)")
     ap.add_argument("--busy", action="store_true")
+    ap.add_argument("--windows", type=int, metavar="MS",
+                    help="the live analysis's --lateness and --grace (default: the collector's, 2000)")
     a = ap.parse_args()
+    if a.windows is not None:
+        WINDOW_ARGS.extend(["--lateness", str(a.windows), "--grace", str(a.windows)])
     hog = busy_loop() if a.busy else None
     try:
         print(f"bench-live: {a.events} events per run at {a.rate} events/s, {a.rounds} interleaved rounds, "
+              f"windows {a.windows if a.windows is not None else 2000} ms, "
               f"load average {os.getloadavg()[0]:.2f}, {'one core busy' if a.busy else 'idle machine'}")
         res = {False: [], True: []}
         for r in range(a.rounds):

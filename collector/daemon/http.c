@@ -19,6 +19,7 @@
 
 #define MAX_USERS 64
 #define SSE_INTERVAL_MS 1000
+#define SSE_FINISHED_JOBS 50 /* an event stream's job list: the running ones and these */
 #define CONNECTION_TIMEOUT_S 60
 
 struct user {
@@ -261,7 +262,7 @@ static char *sse_message(struct sse *s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "status", live_status_json(s->live));
-    json_t *jobs = live_jobs_json(s->live);
+    json_t *jobs = live_jobs_json(s->live, SSE_FINISHED_JOBS);
     json_object_set(o, "jobs", json_object_get(jobs, "jobs"));
     json_decref(jobs);
     json_t *nodes = live_nodes_json(s->live);
@@ -399,7 +400,7 @@ static enum MHD_Result route(struct http *h, struct MHD_Connection *c, const cha
         return send_error(c, MHD_HTTP_NOT_FOUND, "unknown API version (this is /api/v1/)");
     const char *p = url + 8;
     if (strcmp(p, "jobs") == 0)
-        return send_json(c, MHD_HTTP_OK, live_jobs_json(h->live));
+        return send_json(c, MHD_HTTP_OK, live_jobs_json(h->live, 0));
     if (strcmp(p, "nodes") == 0)
         return send_json(c, MHD_HTTP_OK, live_nodes_json(h->live));
     if (strcmp(p, "status") == 0)

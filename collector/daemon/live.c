@@ -62,6 +62,7 @@ struct ljob {
     char *final;               /* final statistics (iotrace-export --stats --format json) */
     int views;                 /* rings and series allocated */
     int forgotten;             /* finished and out of memory but for this summary */
+    uint32_t processes, ranks, nodes; /* counted by count_members() */
     RING(struct tl_item, TL_CALLS) calls_tl;
     RING(struct tl_item, TL_DISK) disk_tl;
     RING(struct tl_pair, TL_PAIRS) pairs_tl;
@@ -87,6 +88,7 @@ struct live {
     int64_t newest_arrival_ns; /* recv time of the newest batch read (collector clock) */
     int64_t current_arrival;   /* of the batch being read */
     uint64_t finalized, recomputed;
+    uint64_t members_at; /* batches_read when the jobs' members were last counted */
     int failed;
     char error[512];
 };
@@ -419,6 +421,45 @@ static void forget_jobs(struct live *l)
     pthread_mutex_unlock(&l->lock);
 }
 
+/* Processes, ranks and nodes of every job, in one pass over the producers
+ * (a process's job and rank can be learned late, in MPI_Init): sorted
+ * (job, rank) and (job, node) keys, counted per job.  Called by the live
+ * thread at most once per tick, so requests never pay for it. */
+static void count_members(struct live *l)
+{
+    if (l->members_at == l->batches_read)
+        return;
+    l->members_at = l->batches_read;
+    size_t n = l->d.n_producers;
+    uint64_t *ranks = malloc((n + 1) * sizeof *ranks), *nodes = malloc((n + 1) * sizeof *nodes);
+    if (!ranks || !nodes) {
+        free(ranks);
+        free(nodes);
+        return;
+    }
+    size_t nr = 0, nn = 0;
+    for (size_t i = 1; i < l->n_jobs; i++)
+        if (l->jobs[i])
+            l->jobs[i]->processes = l->jobs[i]->ranks = l->jobs[i]->nodes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct xp_producer *p = &l->d.producers[i];
+        if (!p->job || p->job >= l->n_jobs || !l->jobs[p->job])
+            continue;
+        l->jobs[p->job]->processes++;
+        if (p->rank >= 0)
+            ranks[nr++] = (uint64_t)p->job << 32 | (uint32_t)p->rank;
+        nodes[nn++] = (uint64_t)p->job << 32 | p->node;
+    }
+    nr = xp_unique_u64(ranks, nr);
+    nn = xp_unique_u64(nodes, nn);
+    for (size_t i = 0; i < nr; i++)
+        l->jobs[ranks[i] >> 32]->ranks++;
+    for (size_t i = 0; i < nn; i++)
+        l->jobs[nodes[i] >> 32]->nodes++;
+    free(ranks);
+    free(nodes);
+}
+
 static void *run(void *arg)
 {
     struct live *l = arg;
@@ -456,6 +497,7 @@ static void *run(void *arg)
         pthread_mutex_lock(&l->lock);
         if (iot_an_advance(&l->pipe.an, iot_now_ns()) < 0)
             iot_warn("live analysis: out of memory");
+        count_members(l);
         pthread_mutex_unlock(&l->lock);
         finish_jobs(l);
         forget_jobs(l);
@@ -557,39 +599,14 @@ static uint32_t find_job(struct live *l, const char *name)
     return 0;
 }
 
-/* Ranks and nodes of a job, from its processes. */
-static void job_members(const struct live *l, uint32_t job, size_t *ranks, size_t *nodes,
-                        size_t *processes)
-{
-    *ranks = *nodes = *processes = 0;
-    uint64_t *seen = calloc(l->d.n_producers + 1, 2 * sizeof *seen);
-    if (!seen)
-        return;
-    size_t nr = 0, nn = 0;
-    for (size_t i = 0; i < l->d.n_producers; i++) {
-        const struct xp_producer *p = &l->d.producers[i];
-        if (p->job != job)
-            continue;
-        (*processes)++;
-        if (p->rank >= 0)
-            seen[nr++] = (uint64_t)p->rank;
-        seen[l->d.n_producers + nn++] = p->node;
-    }
-    *ranks = xp_unique_u64(seen, nr);
-    *nodes = xp_unique_u64(seen + l->d.n_producers, nn);
-    free(seen);
-}
-
 static json_t *job_summary(struct live *l, const struct ljob *j)
 {
-    size_t ranks, nodes, processes;
-    job_members(l, j->job, &ranks, &nodes, &processes);
     json_t *o = json_object();
     json_object_set_new(o, "job", iot_json_text(xp_string(&l->d.jobs, j->job)));
     json_object_set_new(o, "state", json_string(j->finished ? "finished" : "running"));
-    json_object_set_new(o, "processes", u64(processes));
-    json_object_set_new(o, "ranks", u64(ranks));
-    json_object_set_new(o, "nodes", u64(nodes));
+    json_object_set_new(o, "processes", u64(j->processes));
+    json_object_set_new(o, "ranks", u64(j->ranks));
+    json_object_set_new(o, "nodes", u64(j->nodes));
     json_object_set_new(o, "first_s", j->first_ns == INT64_MAX ? json_null() : seconds(j->first_ns));
     json_object_set_new(o, "last_s", j->last_ns == INT64_MIN ? json_null() : seconds(j->last_ns));
     json_object_set_new(o, "events", u64(j->events));
@@ -603,13 +620,31 @@ static json_t *job_summary(struct live *l, const struct ljob *j)
     return o;
 }
 
-json_t *live_jobs_json(struct live *l)
+static int by_recent(const void *a, const void *b)
+{
+    const struct ljob *x = *(const struct ljob *const *)a, *y = *(const struct ljob *const *)b;
+    return x->last_arrival > y->last_arrival ? -1 : x->last_arrival < y->last_arrival;
+}
+
+json_t *live_jobs_json(struct live *l, size_t finished_limit)
 {
     json_t *jobs = json_array();
     pthread_mutex_lock(&l->lock);
-    for (size_t i = 1; i < l->n_jobs; i++)
-        if (l->jobs[i])
-            json_array_append_new(jobs, job_summary(l, l->jobs[i]));
+    struct ljob **done = calloc(l->n_jobs + 1, sizeof *done);
+    size_t n_done = 0;
+    for (size_t i = 1; i < l->n_jobs; i++) {
+        struct ljob *j = l->jobs[i];
+        if (j && j->finished && done)
+            done[n_done++] = j;
+        else if (j)
+            json_array_append_new(jobs, job_summary(l, j));
+    }
+    /* Finished jobs after the running ones, the latest first. */
+    if (done)
+        qsort(done, n_done, sizeof *done, by_recent);
+    for (size_t i = 0; i < n_done && (!finished_limit || i < finished_limit); i++)
+        json_array_append_new(jobs, job_summary(l, done[i]));
+    free(done);
     pthread_mutex_unlock(&l->lock);
     json_t *o = json_object();
     json_object_set_new(o, "jobs", jobs);

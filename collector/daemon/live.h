@@ -40,7 +40,9 @@ uint64_t live_wait_update(struct live *l, uint64_t seen, int timeout_ms);
 
 /* JSON documents of the HTTP API (docs/http-api.md); NULL when out of
  * memory.  A job that is not known gives *status 404. */
-json_t *live_jobs_json(struct live *l);
+/* Running jobs, then finished ones, the latest first (at most
+ * finished_limit of them; 0: all). */
+json_t *live_jobs_json(struct live *l, size_t finished_limit);
 json_t *live_nodes_json(struct live *l);
 json_t *live_status_json(struct live *l);
 /* The job's statistics: exactly iotrace-export --stats --format json --job. */

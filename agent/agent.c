@@ -216,7 +216,7 @@ static int start(struct agent *a)
         iot_err("out of memory at start");
         return -1;
     }
-    if (intake_open(&a->intake, a->zctx, a->cfg.listen) < 0)
+    if (intake_open(&a->intake, a->zctx, a->cfg.listen, a->cfg.node) < 0)
         return -1;
     a->intake_open = 1;
     if (uplink_open(&a->uplink, a->zctx, a->cfg.collector, a->cfg.node, new_session_id(),

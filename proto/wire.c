@@ -305,3 +305,34 @@ int iot_wire_producer_key(const iot_producer *p, char *buf, size_t len)
                      (unsigned long long)p->start_time_ns);
     return (n < 0 || (size_t)n >= len) ? -1 : n;
 }
+
+int iot_wire_stamp_via(const uint8_t *buf, size_t len, const char *via, uint8_t **out,
+                       size_t *out_len)
+{
+    size_t n = strlen(via);
+    if (n > 255)
+        return -1;
+    /* Field 11, wire type 2 (length-delimited): tag 0x5a, then a varint
+     * length of one or two bytes. */
+    size_t head = n < 128 ? 2 : 3;
+    uint8_t *p = malloc(len + head + n);
+    if (!p)
+        return -1;
+    memcpy(p, buf, len);
+    p[len] = 0x5a;
+    if (n < 128)
+        p[len + 1] = (uint8_t)n;
+    else {
+        p[len + 1] = (uint8_t)(0x80 | (n & 0x7f));
+        p[len + 2] = (uint8_t)(n >> 7);
+    }
+    memcpy(p + len + head, via, n);
+    *out = p;
+    *out_len = len + head + n;
+    return 0;
+}
+
+const char *iot_wire_clock_node(const iot_batch *b)
+{
+    return b->via && b->via[0] ? b->via : b->producer->node;
+}

@@ -54,6 +54,17 @@ void iot_wire_delta_decode(int64_t *values, size_t n);
 /* CRC-32 (zlib polynomial) as used by batches and the collector's store. */
 uint32_t iot_wire_crc32(const uint8_t *data, size_t len);
 
+/* A copy of an encoded batch with `via` (the forwarding agent's node) set,
+ * whatever the batch said before: the field is appended, and the last
+ * occurrence of a field is the one decoded.  0 with a malloc'ed buffer in
+ * *out, -1 when out of memory or `via` is too long (255 bytes at most). */
+int iot_wire_stamp_via(const uint8_t *buf, size_t len, const char *via, uint8_t **out,
+                       size_t *out_len);
+
+/* The node whose clock the batch's event times are on: the forwarding
+ * agent's (`via`), or for a batch that came another way the producer's. */
+const char *iot_wire_clock_node(const iot_batch *b);
+
 /* Producer identity as one printable key: "node/pid/start_time_ns". */
 int iot_wire_producer_key(const iot_producer *p, char *buf, size_t len);
 

@@ -101,7 +101,7 @@ int iot_pipe_event(void *ctx, const struct xp_data *d, const struct xp_event *in
         ev.job = d->producers[ev.producer].job;
     if (p->cfg.job != UINT32_MAX && ev.job != p->cfg.job)
         return 0;
-    if (ev.job && note_pair(p, ev.job, d->producers[ev.producer].node) < 0)
+    if (ev.job && note_pair(p, ev.job, d->producers[ev.producer].clock) < 0)
         goto oom;
     if (!p->cfg.drawing && !counted(&ev))
         return 0;

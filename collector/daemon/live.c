@@ -63,6 +63,7 @@ struct ljob {
     int views;                 /* rings and series allocated */
     int forgotten;             /* finished and out of memory but for this summary */
     uint32_t processes, ranks, nodes; /* counted by count_members() */
+    uint32_t unaligned; /* clocks of its events (forwarding agents) without samples */
     RING(struct tl_item, TL_CALLS) calls_tl;
     RING(struct tl_item, TL_DISK) disk_tl;
     RING(struct tl_pair, TL_PAIRS) pairs_tl;
@@ -432,15 +433,18 @@ static void count_members(struct live *l)
     l->members_at = l->batches_read;
     size_t n = l->d.n_producers;
     uint64_t *ranks = malloc((n + 1) * sizeof *ranks), *nodes = malloc((n + 1) * sizeof *nodes);
-    if (!ranks || !nodes) {
+    uint64_t *clocks = malloc((n + 1) * sizeof *clocks);
+    if (!ranks || !nodes || !clocks) {
         free(ranks);
         free(nodes);
+        free(clocks);
         return;
     }
-    size_t nr = 0, nn = 0;
+    size_t nr = 0, nn = 0, nc = 0;
     for (size_t i = 1; i < l->n_jobs; i++)
         if (l->jobs[i])
-            l->jobs[i]->processes = l->jobs[i]->ranks = l->jobs[i]->nodes = 0;
+            l->jobs[i]->processes = l->jobs[i]->ranks = l->jobs[i]->nodes =
+                l->jobs[i]->unaligned = 0;
     for (size_t i = 0; i < n; i++) {
         const struct xp_producer *p = &l->d.producers[i];
         if (!p->job || p->job >= l->n_jobs || !l->jobs[p->job])
@@ -449,9 +453,15 @@ static void count_members(struct live *l)
         if (p->rank >= 0)
             ranks[nr++] = (uint64_t)p->job << 32 | (uint32_t)p->rank;
         nodes[nn++] = (uint64_t)p->job << 32 | p->node;
+        clocks[nc++] = (uint64_t)p->job << 32 | p->clock;
     }
     nr = xp_unique_u64(ranks, nr);
     nn = xp_unique_u64(nodes, nn);
+    nc = xp_unique_u64(clocks, nc);
+    for (size_t i = 0; i < nc; i++)
+        if (!xp_node_clock(&l->d, (uint32_t)clocks[i]))
+            l->jobs[clocks[i] >> 32]->unaligned++;
+    free(clocks);
     for (size_t i = 0; i < nr; i++)
         l->jobs[ranks[i] >> 32]->ranks++;
     for (size_t i = 0; i < nn; i++)
@@ -607,6 +617,7 @@ static json_t *job_summary(struct live *l, const struct ljob *j)
     json_object_set_new(o, "processes", u64(j->processes));
     json_object_set_new(o, "ranks", u64(j->ranks));
     json_object_set_new(o, "nodes", u64(j->nodes));
+    json_object_set_new(o, "nodes_without_clock", u64(j->unaligned));
     json_object_set_new(o, "first_s", j->first_ns == INT64_MAX ? json_null() : seconds(j->first_ns));
     json_object_set_new(o, "last_s", j->last_ns == INT64_MIN ? json_null() : seconds(j->last_ns));
     json_object_set_new(o, "events", u64(j->events));

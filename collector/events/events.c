@@ -203,7 +203,7 @@ static int add_file(struct xp_data *d, uint32_t producer, uint64_t id, const cha
     return 0;
 }
 
-static int new_producer(struct xp_data *d, const iot_producer *p)
+static int new_producer(struct xp_data *d, const iot_producer *p, const char *clock)
 {
     if (d->n_producers == d->cap_producers) {
         size_t cap = d->cap_producers ? d->cap_producers * 2 : 64;
@@ -215,14 +215,15 @@ static int new_producer(struct xp_data *d, const iot_producer *p)
     }
     struct xp_producer *x = &d->producers[d->n_producers];
     x->node = xp_intern(&d->nodes, p->node);
+    x->clock = xp_intern(&d->nodes, clock);
     x->job = xp_intern(&d->jobs, p->job);
     x->server = xp_intern(&d->servers, p->server);
     x->pid = p->pid;
     x->rank = p->rank;
     x->kind = (int)p->kind;
     x->last_batch = 0;
-    if (x->node == UINT32_MAX || x->job == UINT32_MAX || x->server == UINT32_MAX ||
-        ensure_clocks(d) < 0)
+    if (x->node == UINT32_MAX || x->clock == UINT32_MAX || x->job == UINT32_MAX ||
+        x->server == UINT32_MAX || ensure_clocks(d) < 0)
         return -1;
     d->n_producers++;
     return 0;
@@ -231,8 +232,12 @@ static int new_producer(struct xp_data *d, const iot_producer *p)
 /* A rank learns its rank (and, under Hydra, its job id) in MPI_Init, after
  * it may already have sent batches: what a later batch knows applies to the
  * whole process. */
-static int refresh_producer(struct xp_data *d, struct xp_producer *x, const iot_producer *p)
+static int refresh_producer(struct xp_data *d, struct xp_producer *x, const iot_producer *p,
+                            const char *clock)
 {
+    if (strcmp(xp_string(&d->nodes, x->clock), clock) != 0 &&
+        ((x->clock = xp_intern(&d->nodes, clock)) == UINT32_MAX || ensure_clocks(d) < 0))
+        return -1;
     if (p->rank >= 0)
         x->rank = p->rank;
     if (x->job == 0 && p->job && p->job[0] && (x->job = xp_intern(&d->jobs, p->job)) == UINT32_MAX)
@@ -241,8 +246,10 @@ static int refresh_producer(struct xp_data *d, struct xp_producer *x, const iot_
 }
 
 /* Producers are interned by key; their index equals the key's index. */
-static uint32_t producer_index(struct xp_data *d, const iot_producer *p)
+static uint32_t producer_index(struct xp_data *d, const iot_batch *b)
 {
+    const iot_producer *p = b->producer;
+    const char *clock = iot_wire_clock_node(b);
     char key[512];
     if (iot_wire_producer_key(p, key, sizeof key) < 0)
         return UINT32_MAX;
@@ -250,15 +257,16 @@ static uint32_t producer_index(struct xp_data *d, const iot_producer *p)
     if (idx == UINT32_MAX)
         return idx;
     if (idx == d->n_producers)
-        return new_producer(d, p) < 0 ? UINT32_MAX : idx;
-    return refresh_producer(d, &d->producers[idx], p) < 0 ? UINT32_MAX : idx;
+        return new_producer(d, p, clock) < 0 ? UINT32_MAX : idx;
+    return refresh_producer(d, &d->producers[idx], p, clock) < 0 ? UINT32_MAX : idx;
 }
 
 /* Both ends are mapped separately: with a drift the duration changes too,
- * by parts per million. */
+ * by parts per million.  The clock is that of the node whose agent
+ * forwarded the batch, whatever node the producer names. */
 static void align(struct xp_data *d, struct xp_event *ev)
 {
-    struct xp_clock *c = &d->clocks[d->producers[ev->producer].node];
+    struct xp_clock *c = &d->clocks[d->producers[ev->producer].clock];
     c->events++;
     if (!d->align || c->map.n == 0)
         return;
@@ -378,7 +386,7 @@ static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
         iot_fail(r->err, r->errlen, "stored batch %llu (received at %llu ns) cannot be decoded: %s",
              (unsigned long long)n, (unsigned long long)recv_ns, why);
     else {
-        uint32_t prod = producer_index(r->d, b->producer);
+        uint32_t prod = producer_index(r->d, b);
         rc = prod == UINT32_MAX ? iot_fail(r->err, r->errlen, "out of memory")
                                 : read_body(r, prod, body);
         if (rc == 0 && r->done)
@@ -407,9 +415,9 @@ static int add_samples(struct xp_data *d, uint32_t node, const iot_body *body)
 /* The producer of every batch is interned here already, so that a process's
  * job and rank (which it may learn only in MPI_Init) and its last batch are
  * known before its first event is read. */
-static int note_producer(struct reader *r, const iot_producer *p)
+static int note_producer(struct reader *r, const iot_batch *b)
 {
-    uint32_t prod = producer_index(r->d, p);
+    uint32_t prod = producer_index(r->d, b);
     if (prod == UINT32_MAX)
         return -1;
     r->d->producers[prod].last_batch = r->batches;
@@ -435,7 +443,7 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
                   "decoded: %s", (unsigned long long)recv_ns, why);
     else {
         uint32_t node = xp_intern(&r->d->nodes, b->producer->node);
-        if (node == UINT32_MAX || ensure_clocks(r->d) < 0 || note_producer(r, b->producer) < 0 ||
+        if (node == UINT32_MAX || ensure_clocks(r->d) < 0 || note_producer(r, b) < 0 ||
             (body && add_samples(r->d, node, body) < 0))
             rc = iot_fail(r->err, r->errlen, "out of memory");
     }

@@ -24,7 +24,9 @@ struct xp_strings {
 };
 
 struct xp_producer {
-    uint32_t node;   /* in xp_data.nodes */
+    uint32_t node;   /* in xp_data.nodes: the node the producer names */
+    uint32_t clock;  /* in xp_data.nodes: whose clock its events are on (the node of
+                        the agent that forwarded its batches; else its own) */
     uint32_t job;    /* in xp_data.jobs, 0 = none */
     uint32_t server; /* in xp_data.servers, 0 = none */
     uint32_t pid;

@@ -73,7 +73,11 @@ function update(msg) {
     cell(tr, j.job);
     cell(tr, j.state);
     cell(tr, j.ranks);
-    cell(tr, j.nodes);
+    const n = cell(tr, j.nodes + (j.nodes_without_clock ? " (" + j.nodes_without_clock + " unaligned)" : ""));
+    if (j.nodes_without_clock) {
+      n.className = "bad";
+      n.title = "events forwarded by an agent without clock samples keep that node's own clock";
+    }
     cell(tr, j.mpiio_calls);
     cell(tr, bytes(j.bytes_read));
     cell(tr, bytes(j.bytes_written));

@@ -13,7 +13,8 @@ reports it per node with rtt, error bound and drift; --jsonl times are on the
 collector's clock (inside the run's real-time window, each within the
 reported error bound of its true time) while --no-align shows them ahead by
 the shift; with drift, the samples show it and interpolation follows it; a
-node without samples is left alone and reported.
+producer that names another node than its agent's is aligned with the
+clock of the agent that forwarded its batches.
 
     clock-test.py CASE COLLECTOR AGENT PRODUCER EXPORT      CASE: shift | drift
 Exit 77 (skipped) when the faketime wrapper is not installed.
@@ -197,13 +198,25 @@ def check_events(aligned, raw, truth, c, w0, w1):
               f"drift too small to test interpolation ({worst_constant} ns)")
 
 
-def check_unaligned_node(aligned, raw, stderr):
-    other = sorted((e["t_start"], e["kind"]) for e in aligned if e["node"] == OTHER)
-    other_raw = sorted((e["t_start"], e["kind"]) for e in raw if e["node"] == OTHER)
-    check(len(other) == 4 and other == other_raw,
-          f"{OTHER} has no samples and must keep its times: {other[:2]} vs {other_raw[:2]}")
-    check(f"node '{OTHER}' has no clock samples" in stderr,
-          f"the unaligned node is not reported: {stderr!r}")
+def check_forwarded_node(aligned, raw, c, stderr, w0, w1):
+    """A producer that calls its node something else than the agent that
+    forwards its batches is on that agent's clock all the same."""
+    other = sorted((e["callid"], e["kind"], e["t_start"]) for e in aligned if e["node"] == OTHER)
+    other_raw = sorted((e["callid"], e["kind"], e["t_start"]) for e in raw if e["node"] == OTHER)
+    check(len(other) == 4 and len(other_raw) == 4, f"{len(other)} events of {OTHER}, expected 4")
+    offset = int(c["offset_ns"]) if c else -SHIFT_NS
+    for a, r in zip(other, other_raw):
+        moved = a[2] - r[2]
+        if CASE == "shift":
+            check(abs(moved - offset) < 5_000_000,
+                  f"{OTHER}'s event moved by {moved} ns, not by its agent's offset {offset}")
+        else:  # the offset at the event's time: 3 s plus what the drift added by then
+            check(-SHIFT_NS - 300_000_000 < moved < -SHIFT_NS + 5_000_000,
+                  f"{OTHER}'s event moved by {moved} ns, not by about -3 s")
+        check(w0 <= a[2] <= w1, f"{OTHER}'s aligned event at {a[2]} is outside [{w0}, {w1}]")
+    check(f"node '{OTHER}' has no clock samples" not in stderr and
+          f"node '{NODE}' has no clock samples" not in stderr,
+          f"a forwarded node is reported as unaligned: {stderr!r}")
 
 
 def check_agent_log(tmp):
@@ -246,7 +259,7 @@ def main():
         raw = [json.loads(l) for l in export(store, "--jsonl", "-", "--no-align").stdout.splitlines()]
         if c:
             check_events(aligned, raw, read_truth(os.path.join(tmp, "truth.txt")), c, w0, w1)
-        check_unaligned_node(aligned, raw, res.stderr)
+        check_forwarded_node(aligned, raw, c, res.stderr, w0, w1)
         clog_text = open(os.path.join(tmp, "collector.log")).read()
         check(f"agent {NODE} clock: offset -" in clog_text, "collector does not log the samples")
     if failures:

@@ -384,6 +384,49 @@ static void test_round_trip_each_kind(void **state)
 /* proto3 leaves zero-valued fields out, so an envelope cut right after its
  * seq field would otherwise open as a valid empty batch and make the real
  * batch with that seq look like a duplicate. Neither side accepts one. */
+/* The forwarding agent's node is appended to a batch as it is; the body,
+ * its checksum and every other field stay valid, the last stamp wins, and a
+ * batch without one names its producer's node as its clock. */
+static void test_stamp_via(void **state)
+{
+    (void)state;
+    struct fixture f;
+    make_fixture(&f);
+    size_t len;
+    uint8_t *buf = encode(&f, &f.body, 7, &len);
+    iot_batch *b;
+    iot_body *body = decode_ok(buf, len, &b);
+    assert_string_equal(iot_wire_clock_node(b), "node17");
+    iot_wire_free_body(body);
+    iot_wire_free_batch(b);
+
+    char longname[201];
+    memset(longname, 'n', 200);
+    longname[200] = '\0';
+    const char *names[] = {"cn1", longname};
+    uint8_t *once, *twice;
+    size_t once_len, twice_len;
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(iot_wire_stamp_via(buf, len, "forged", &once, &once_len), 0);
+        assert_int_equal(iot_wire_stamp_via(once, once_len, names[k], &twice, &twice_len), 0);
+        body = decode_ok(twice, twice_len, &b);
+        assert_string_equal(b->via, names[k]);
+        assert_string_equal(iot_wire_clock_node(b), names[k]);
+        assert_string_equal(b->producer->node, "node17");
+        assert_true(b->seq == 7);
+        assert_body_equal(body, &f.body);
+        iot_wire_free_body(body);
+        iot_wire_free_batch(b);
+        free(once);
+        free(twice);
+    }
+    char toolong[300];
+    memset(toolong, 'x', 299);
+    toolong[299] = '\0';
+    assert_int_equal(iot_wire_stamp_via(buf, len, toolong, &once, &once_len), -1);
+    free(buf);
+}
+
 static void test_empty_batch_is_refused(void **state)
 {
     (void)state;
@@ -827,6 +870,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_all_kinds),
         cmocka_unit_test(test_round_trip_each_kind),
+        cmocka_unit_test(test_stamp_via),
         cmocka_unit_test(test_empty_batch_is_refused),
         cmocka_unit_test(test_delta_coding),
         cmocka_unit_test(test_delta_coding_shrinks),

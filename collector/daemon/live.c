@@ -1064,7 +1064,10 @@ static void collector_metrics(struct buf *b, const struct ingest_counters *c, do
     put(b, "iotrace_collector_group_commits_total %llu\n", (unsigned long long)c->syncs);
     family(b, "iotrace_collector_store_free_bytes", "gauge",
            "Free space of the file system holding the store.");
-    put(b, "iotrace_collector_store_free_bytes %.0f\n", free_bytes);
+    if (isnan(free_bytes)) /* the text format spells it NaN, printf nan */
+        put(b, "iotrace_collector_store_free_bytes NaN\n");
+    else
+        put(b, "iotrace_collector_store_free_bytes %.0f\n", free_bytes);
     family(b, "iotrace_collector_store_size_bytes", "gauge", "Bytes in the store's segment files.");
     put(b, "iotrace_collector_store_size_bytes %.0f\n", store_bytes);
     family(b, "iotrace_collector_start_time_seconds", "gauge",

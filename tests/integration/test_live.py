@@ -234,9 +234,14 @@ def check_browser(driver, hport, stats):
     shots = os.environ.get("IOTRACE_SCREENSHOT_DIR")
     if shots:
         driver.save_screenshot(os.path.join(shots, "dashboard-cluster.png"))
-    row = next(r for r in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")
-               if r.get_attribute("data-job") == JOB)
-    row.click()
+    # Found and clicked in one go: the table is redrawn on every update, so
+    # an element looked up first may be gone by the time it is clicked.
+    if not driver.execute_script("""
+            const tr = [...document.querySelectorAll('#jobs tbody tr')]
+                .find(r => r.dataset.job === arguments[0]);
+            if (tr) tr.click();
+            return !!tr;""", JOB):
+        fail("the dashboard does not list the job")
     want = {name: f["count"] for name, f in stats["functions"].items()}
     got = {}
     deadline = time.time() + 30

@@ -85,7 +85,10 @@ static int prepare_ipc_path(const char *path)
 int intake_open(struct intake *in, void *zctx, const char *endpoint, const char *node)
 {
     memset(in, 0, sizeof *in);
-    in->node = node;
+    if (!(in->via_len = iot_wire_via_field(node, in->via))) {
+        iot_err("node name '%s' is longer than %d bytes", node, IOT_WIRE_VIA_MAX);
+        return -1;
+    }
     in->bad_log.interval_ns = 1000000000;
     if (!strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@') {
         if (prepare_ipc_path(endpoint + 6) < 0)
@@ -130,8 +133,6 @@ static void accept_message(struct intake *in, zmq_msg_t *msg, struct spool *sp,
         return;
     }
     char key[512];
-    uint8_t *stamped = NULL;
-    size_t stamped_len = 0;
     if (b->raw_size == 0) {
         /* Nothing to forward, and exactly what a batch cut short after its
          * seq field looks like (proto3 omits the zero-valued rest): storing
@@ -142,8 +143,7 @@ static void accept_message(struct intake *in, zmq_msg_t *msg, struct spool *sp,
     } else if (iot_wire_producer_key(b->producer, key, sizeof key) < 0) {
         st->invalid++;
         report_invalid(in, "producer identity too long");
-    } else if (iot_wire_stamp_via(data, len, in->node, &stamped, &stamped_len) < 0 ||
-               spool_push(sp, key, b->epoch, b->seq, stamped, stamped_len) < 0) {
+    } else if (spool_push_tail(sp, key, b->epoch, b->seq, data, len, in->via, in->via_len) < 0) {
         /* Same outcome for the producer as a full store: the batch is lost
          * here, and counted, rather than the agent dying. */
         st->invalid++;
@@ -154,7 +154,6 @@ static void accept_message(struct intake *in, zmq_msg_t *msg, struct spool *sp,
                   (unsigned long long)b->epoch, (unsigned long long)b->seq, len,
                   b->event_count);
     }
-    free(stamped);
     iot_wire_free_batch(b);
 }
 

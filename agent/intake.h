@@ -6,13 +6,15 @@
 #define IOT_AGENT_INTAKE_H
 
 #include "stats.h"
+#include "wire.h"
 
 struct spool;
 
 struct intake {
     void *sock;
     struct ratelimit bad_log;
-    const char *node; /* this agent's node: stamped on every batch as `via` */
+    uint8_t via[IOT_WIRE_VIA_MAX + 3]; /* this agent's node as a `via` field, */
+    size_t via_len;                    /* appended to every batch it takes */
 };
 
 /* Binds `endpoint`; every batch taken is stamped with `node` (its events

@@ -61,13 +61,22 @@ static void grow(struct spool *s)
 int spool_push(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
                const void *data, size_t len)
 {
+    return spool_push_tail(s, key, epoch, seq, data, len, NULL, 0);
+}
+
+int spool_push_tail(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
+                    const void *data, size_t len, const void *tail, size_t tail_len)
+{
     size_t klen = strlen(key) + 1;
-    struct spool_entry *e = malloc(sizeof *e + klen + len);
+    struct spool_entry *e = malloc(sizeof *e + klen + len + tail_len);
     if (!e)
         return -1;
     memcpy(e->key, key, klen);
     e->data = (uint8_t *)e->key + klen;
     memcpy(e->data, data, len);
+    if (tail_len)
+        memcpy(e->data + len, tail, tail_len);
+    len += tail_len;
     e->len = len;
     e->epoch = epoch;
     e->seq = seq;

@@ -47,6 +47,11 @@ int spool_full(const struct spool *s);
 int spool_push(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
                const void *data, size_t len);
 
+/* The same, storing `tail` right after the batch's bytes (the forwarding
+ * agent's `via`, iot_wire_via_field()), in the one copy the entry holds. */
+int spool_push_tail(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
+                    const void *data, size_t len, const void *tail, size_t tail_len);
+
 /* The next batch to send in this session, or NULL if all are in flight. */
 struct spool_entry *spool_next_unsent(const struct spool *s);
 void spool_mark_sent(struct spool *s, struct spool_entry *e);

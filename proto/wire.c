@@ -306,30 +306,23 @@ int iot_wire_producer_key(const iot_producer *p, char *buf, size_t len)
     return (n < 0 || (size_t)n >= len) ? -1 : n;
 }
 
-int iot_wire_stamp_via(const uint8_t *buf, size_t len, const char *via, uint8_t **out,
-                       size_t *out_len)
+size_t iot_wire_via_field(const char *via, uint8_t out[IOT_WIRE_VIA_MAX + 3])
 {
     size_t n = strlen(via);
-    if (n > 255)
-        return -1;
+    if (n > IOT_WIRE_VIA_MAX)
+        return 0;
     /* Field 11, wire type 2 (length-delimited): tag 0x5a, then a varint
      * length of one or two bytes. */
     size_t head = n < 128 ? 2 : 3;
-    uint8_t *p = malloc(len + head + n);
-    if (!p)
-        return -1;
-    memcpy(p, buf, len);
-    p[len] = 0x5a;
+    out[0] = 0x5a;
     if (n < 128)
-        p[len + 1] = (uint8_t)n;
+        out[1] = (uint8_t)n;
     else {
-        p[len + 1] = (uint8_t)(0x80 | (n & 0x7f));
-        p[len + 2] = (uint8_t)(n >> 7);
+        out[1] = (uint8_t)(0x80 | (n & 0x7f));
+        out[2] = (uint8_t)(n >> 7);
     }
-    memcpy(p + len + head, via, n);
-    *out = p;
-    *out_len = len + head + n;
-    return 0;
+    memcpy(out + head, via, n);
+    return head + n;
 }
 
 const char *iot_wire_clock_node(const iot_batch *b)

@@ -54,12 +54,12 @@ void iot_wire_delta_decode(int64_t *values, size_t n);
 /* CRC-32 (zlib polynomial) as used by batches and the collector's store. */
 uint32_t iot_wire_crc32(const uint8_t *data, size_t len);
 
-/* A copy of an encoded batch with `via` (the forwarding agent's node) set,
- * whatever the batch said before: the field is appended, and the last
- * occurrence of a field is the one decoded.  0 with a malloc'ed buffer in
- * *out, -1 when out of memory or `via` is too long (255 bytes at most). */
-int iot_wire_stamp_via(const uint8_t *buf, size_t len, const char *via, uint8_t **out,
-                       size_t *out_len);
+/* The bytes that, appended to an encoded batch, set its `via` (the
+ * forwarding agent's node) whatever the batch said before: the last
+ * occurrence of a field is the one decoded.  Returns their length (at most
+ * IOT_WIRE_VIA_MAX + 3), or 0 if `via` is longer than IOT_WIRE_VIA_MAX. */
+#define IOT_WIRE_VIA_MAX 255
+size_t iot_wire_via_field(const char *via, uint8_t out[IOT_WIRE_VIA_MAX + 3]);
 
 /* The node whose clock the batch's event times are on: the forwarding
  * agent's (`via`), or for a batch that came another way the producer's. */

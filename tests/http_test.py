@@ -23,21 +23,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from testlib import check, failures, free_port  # noqa: E402
 
 COLLECTOR = sys.argv[1]
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def request(url, ctx, user=None, password=None):

@@ -40,6 +40,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import Deployment, parse_bins, sanitizer_env  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import check, failures  # noqa: E402
 
 SHIFT_NS = 3_000_000_000
 RATE = 1.01
@@ -49,15 +51,6 @@ NPROCS = 4
 B = 65536                  # known_io's block
 N = 4                      # known_io's independent blocks per rank
 MIX_B = 65536
-
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
-    return ok
 
 
 def fail(msg):

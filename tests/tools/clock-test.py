@@ -24,11 +24,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import check, failures, free_port  # noqa: E402
 
 CASE, COLLECTOR, AGENT, PRODUCER, EXPORT = sys.argv[1:6]
 SHIFT_NS = 3_000_000_000
@@ -38,21 +39,6 @@ NODE, OTHER = "fakenode", "othernode"
 # The true time is read right after the event's time; what else separates
 # them (scheduling, ASan) stays far below this.
 STAMP_SLACK_NS = 1_000_000
-
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
-    return ok
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # Runs under faketime: the agent and, once it has its first clock sample,

@@ -55,6 +55,22 @@ static void test_order_and_credit(void **state)
     spool_free(&s);
 }
 
+/* A tail (the agent's `via`) is held right after the batch's bytes, in the
+ * entry's one copy, and counts in the bytes held. */
+static void test_push_tail(void **state)
+{
+    (void)state;
+    struct spool s;
+    assert_int_equal(spool_init(&s, 1 << 20), 0);
+    assert_int_equal(spool_push_tail(&s, "a/1/1", 1, 0, "batch", 5, "+via", 4), 0);
+    struct spool_entry *e = spool_next_unsent(&s);
+    assert_non_null(e);
+    assert_int_equal(e->len, 9);
+    assert_memory_equal(e->data, "batch+via", 9);
+    assert_int_equal(s.bytes, 9);
+    spool_free(&s);
+}
+
 static void test_ack_lookup(void **state)
 {
     (void)state;
@@ -157,6 +173,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_and_credit),
+        cmocka_unit_test(test_push_tail),
         cmocka_unit_test(test_ack_lookup),
         cmocka_unit_test(test_resend_after_disconnect),
         cmocka_unit_test(test_full_mark),

@@ -1,5 +1,7 @@
 #include "analysis_match.h"
 
+#include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,21 +11,29 @@
 
 enum { F_USED = 1, F_CALL = 2, F_OWNER = 4, F_EXPECT = 8 };
 
-/* One (job, CallID) in flight: 48 bytes. */
+/* One (job, CallID) in flight: one cache line. */
 struct mt_entry {
     uint64_t callid;
     uint64_t own_bytes, own_time;
-    int64_t expire; /* closes once the time passes this */
+    int64_t expire; /* its window ends here */
     uint32_t job;
-    uint32_t group;   /* index + 1; when free: the next free entry + 1 */
+    uint32_t group; /* index + 1; when free: the next free entry + 1 */
     uint32_t own_ops;
+    uint32_t wnext, wprev; /* its bucket's list, index + 1 */
+    uint16_t wslot;        /* its bucket */
     uint16_t func;
     uint8_t flags;
 };
 
+/* Ranks of a collective group: a bit each for ranks below 64, an open
+ * addressing set of rank + 1 for the others (groups are short-lived and
+ * their ranks are looked at only while they gather). */
 struct mt_group {
-    uint64_t file, coll_seq, serial;
+    uint64_t file, coll_seq;
     int64_t expire; /* latest end of a member (or its completion) + grace */
+    uint64_t low_ranks;
+    uint32_t *rank_set;
+    uint32_t rank_set_size, rank_set_n;
     uint32_t job;
     uint32_t ops;     /* disk operations of all members */
     uint32_t members; /* entries still referring to it; when free: next free + 1 */
@@ -31,13 +41,15 @@ struct mt_group {
     uint8_t indexed;  /* still findable by its key: later calls may join */
 };
 
-/* The heap holds every entry exactly once, keyed by its expiry at the time
- * it was pushed; entries are only ever freed when popped, so a node never
- * outlives its entry.  A key that has grown since is found stale on pop and
- * pushed again. */
-struct mt_node {
-    int64_t expire;
-    uint32_t entry;
+#define PAGE_BITS 6
+#define PAGE_SLOTS (1u << PAGE_BITS)
+
+struct mt_page {
+    uint64_t hi;   /* key >> PAGE_BITS */
+    uint64_t file; /* groups' pages */
+    uint32_t job;
+    uint32_t live; /* slots in use; when free: the next free page + 1 */
+    uint32_t slot[PAGE_SLOTS];
 };
 
 /* A disk operation waiting for its call (pairs only). */
@@ -51,25 +63,53 @@ struct mt_held {
 
 /* ---- function classes ------------------------------------------------- */
 
+enum { C_COMPLETION = 1, C_TRANSFER = 2, C_FUNCS = 128 };
+
 static int has_suffix(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-int iot_match_is_completion(unsigned func)
+/* Named after what they do: MPI_Wait*, MPI_Test*, *_end complete a call;
+ * MPI_File_*read* and *write* transfer data. */
+static uint8_t class_by_name(unsigned func)
 {
     const char *name = iot_func_kind(func) == IOT_KIND_MPIIO ? iot_func_name(func) : NULL;
-    return name && (strncmp(name, "MPI_Wait", 8) == 0 || strncmp(name, "MPI_Test", 8) == 0 ||
-                    has_suffix(name, "_end"));
+    if (!name)
+        return 0;
+    if (strncmp(name, "MPI_Wait", 8) == 0 || strncmp(name, "MPI_Test", 8) == 0 ||
+        has_suffix(name, "_end"))
+        return C_COMPLETION;
+    return strncmp(name, "MPI_File_", 9) == 0 && (strstr(name, "read") || strstr(name, "write"))
+               ? C_TRANSFER
+               : 0;
 }
 
-/* Named after what they do: MPI_File_read*, MPI_File_iwrite*, ... */
+/* The classes by name, once, rather than string compares per event. */
+static uint8_t fclass[C_FUNCS];
+static pthread_once_t fclass_once = PTHREAD_ONCE_INIT;
+
+static void classify(void)
+{
+    for (unsigned f = 0; f < C_FUNCS; f++)
+        fclass[f] = class_by_name(f);
+}
+
+static uint8_t class_of(unsigned func)
+{
+    pthread_once(&fclass_once, classify);
+    return func < C_FUNCS ? fclass[func] : class_by_name(func);
+}
+
+int iot_match_is_completion(unsigned func)
+{
+    return (class_of(func) & C_COMPLETION) != 0;
+}
+
 int iot_match_is_transfer(unsigned func)
 {
-    const char *name = iot_func_kind(func) == IOT_KIND_MPIIO ? iot_func_name(func) : NULL;
-    return name && strncmp(name, "MPI_File_", 9) == 0 &&
-           (strstr(name, "read") || strstr(name, "write")) && !iot_match_is_completion(func);
+    return (class_of(func) & C_TRANSFER) != 0;
 }
 
 int iot_match_expects_disk(const struct xp_event *call)
@@ -77,22 +117,7 @@ int iot_match_expects_disk(const struct xp_event *call)
     return call->bytes > 0 && call->ret == 0 && iot_match_is_transfer(call->func);
 }
 
-enum { C_COMPLETION = 1, C_TRANSFER = 2 };
-
-/* The classes by name, once, rather than string compares per event. */
-static void classify(uint8_t *fclass)
-{
-    for (unsigned f = 0; f < 128; f++)
-        fclass[f] = (uint8_t)((iot_match_is_completion(f) ? C_COMPLETION : 0) |
-                              (iot_match_is_transfer(f) ? C_TRANSFER : 0));
-}
-
-static uint8_t class_of(const struct iot_match *m, unsigned func)
-{
-    return func < 128 ? m->fclass[func] : 0;
-}
-
-/* ---- hashing and open addressing -------------------------------------- */
+/* ---- the paged index --------------------------------------------------- */
 
 static uint64_t mix(uint64_t h)
 {
@@ -103,128 +128,175 @@ static uint64_t mix(uint64_t h)
     return h ^ (h >> 33);
 }
 
-static uint64_t call_hash(uint32_t job, uint64_t callid)
+static uint64_t page_hash(uint32_t job, uint64_t file, uint64_t hi)
 {
-    return mix(callid ^ ((uint64_t)job * 0x9e3779b97f4a7c15ull));
+    return mix(hi ^ mix(file ^ ((uint64_t)job << 32)));
 }
 
-static uint64_t group_hash(uint32_t job, uint64_t file, uint64_t seq)
-{
-    return mix(file ^ mix(seq ^ ((uint64_t)job << 32)));
-}
+/* Slabs of elements found by index + 1, the free ones listed through a
+ * uint32_t field of each (`link`, its offset); new elements are zeroed. */
+#define SLAB_TAKE(base, cap, head, field, idx)                                                     \
+    slab_take((void **)&(base), &(cap), &(head), sizeof *(base),                                   \
+              offsetof(__typeof__(*(base)), field), (idx))
+#define SLAB_PUT(base, head, field, idx) ((base)[idx].field = (head), (head) = (idx) + 1)
 
-static uint64_t entry_home(const struct iot_match *m, uint32_t v)
+static int slab_take(void **base, size_t *cap, uint32_t *head, size_t size, size_t link,
+                     uint32_t *idx)
 {
-    const struct mt_entry *e = &m->entries[v - 1];
-    return call_hash(e->job, e->callid);
-}
-
-static uint64_t group_home(const struct iot_match *m, uint32_t v)
-{
-    const struct mt_group *g = &m->groups[v - 1];
-    return group_hash(g->job, g->file, g->coll_seq);
-}
-
-typedef uint64_t (*home_fn)(const struct iot_match *m, uint32_t v);
-
-/* Linear probing with backward-shift deletion: no tombstones, so lookups
- * stay short however many entries come and go. */
-static void slot_remove(const struct iot_match *m, uint32_t *t, size_t size, size_t i,
-                        home_fn home)
-{
-    size_t mask = size - 1, j = i;
-    for (;;) {
-        t[i] = 0;
-        for (;;) {
-            j = (j + 1) & mask;
-            if (!t[j])
-                return;
-            size_t k = (size_t)home(m, t[j]) & mask;
-            int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
-            if (!stays)
-                break;
+    if (!*head) {
+        size_t n = *cap;
+        if (iot_grow(base, &n, *cap + 1, size, 64) < 0)
+            return -1;
+        memset((char *)*base + *cap * size, 0, (n - *cap) * size);
+        for (size_t i = n; i > *cap; i--) {
+            memcpy((char *)*base + (i - 1) * size + link, head, sizeof *head);
+            *head = (uint32_t)i;
         }
-        t[i] = t[j];
-        i = j;
+        *cap = n;
     }
-}
-
-static int rehash(struct iot_match *m, uint32_t **t, size_t *size, home_fn home)
-{
-    size_t n = *size ? *size * 2 : 1024;
-    uint32_t *nt = calloc(n, sizeof *nt);
-    if (!nt)
-        return -1;
-    for (size_t i = 0; i < *size; i++) {
-        if (!(*t)[i])
-            continue;
-        size_t j = (size_t)home(m, (*t)[i]) & (n - 1);
-        while (nt[j])
-            j = (j + 1) & (n - 1);
-        nt[j] = (*t)[i];
-    }
-    free(*t);
-    *t = nt;
-    *size = n;
+    *idx = *head - 1;
+    memcpy(head, (char *)*base + *idx * size + link, sizeof *head);
     return 0;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
+static size_t ix_slot(const struct mt_index *x, uint32_t job, uint64_t file, uint64_t hi)
 {
-    return iot_grow(p, cap, need, size, 1024);
-}
-
-/* ---- the member set: (group serial, rank) ----------------------------- */
-
-static uint64_t member_key(uint64_t serial, uint64_t callid)
-{
-    return serial << 24 | (callid >> RANK_SHIFT);
-}
-
-static size_t member_slot(const struct iot_match *m, uint64_t key)
-{
-    size_t mask = m->members_size - 1, i = (size_t)mix(key) & mask;
-    while (m->members[i] && m->members[i] != key)
-        i = (i + 1) & mask;
+    size_t mask = x->table_size - 1, i = (size_t)page_hash(job, file, hi) & mask;
+    for (uint32_t v; (v = x->table[i]); i = (i + 1) & mask) {
+        const struct mt_page *p = &x->pages[v - 1];
+        if (p->hi == hi && p->file == file && p->job == job)
+            break;
+    }
     return i;
 }
 
-static int member_grow(struct iot_match *m)
+static int ix_rehash(struct mt_index *x)
 {
-    size_t n = m->members_size ? m->members_size * 2 : 1024;
-    uint64_t *old = m->members;
-    size_t old_size = m->members_size;
-    if (!(m->members = calloc(n, sizeof *m->members))) {
-        m->members = old;
+    size_t n = x->table_size ? x->table_size * 2 : 256;
+    uint32_t *nt = calloc(n, sizeof *nt);
+    if (!nt)
         return -1;
+    for (size_t i = 0; i < x->table_size; i++) {
+        uint32_t v = x->table[i];
+        if (!v)
+            continue;
+        const struct mt_page *p = &x->pages[v - 1];
+        size_t j = (size_t)page_hash(p->job, p->file, p->hi) & (n - 1);
+        while (nt[j])
+            j = (j + 1) & (n - 1);
+        nt[j] = v;
     }
-    m->members_size = n;
-    for (size_t i = 0; i < old_size; i++)
-        if (old[i])
-            m->members[member_slot(m, old[i])] = old[i];
-    free(old);
+    free(x->table);
+    x->table = nt;
+    x->table_size = n;
     return 0;
 }
 
-static void member_remove(struct iot_match *m, uint64_t key)
+/* The page of a key (index + 1); made if `make`.  0 when there is none, or
+ * when out of memory (then `*oom` is set). */
+static uint32_t ix_find(struct mt_index *x, uint32_t *last, uint32_t job, uint64_t file,
+                        uint64_t key, int make, int *oom)
 {
-    size_t mask = m->members_size - 1, i = member_slot(m, key), j = i;
-    if (!m->members[i])
-        return;
-    m->n_members--;
+    uint64_t hi = key >> PAGE_BITS;
+    if (*last) {
+        const struct mt_page *p = &x->pages[*last - 1];
+        if (p->hi == hi && p->file == file && p->job == job)
+            return *last;
+    }
+    size_t i = ix_slot(x, job, file, hi);
+    if (x->table[i])
+        return *last = x->table[i];
+    if (!make)
+        return 0;
+    if ((x->n_pages + 1) * 2 > x->table_size) {
+        if (ix_rehash(x) < 0) {
+            *oom = 1;
+            return 0;
+        }
+        i = ix_slot(x, job, file, hi);
+    }
+    uint32_t v;
+    if (SLAB_TAKE(x->pages, x->cap_pages, x->free_page, live, &v) < 0) {
+        *oom = 1;
+        return 0;
+    }
+    struct mt_page *p = &x->pages[v++];
+    memset(p, 0, sizeof *p);
+    p->hi = hi;
+    p->file = file;
+    p->job = job;
+    x->table[i] = v;
+    x->n_pages++;
+    return *last = v;
+}
+
+/* New keys come in order, and closing ones too: each side has its page. */
+static uint32_t ix_page(struct mt_index *x, uint32_t job, uint64_t file, uint64_t key, int make,
+                        int *oom)
+{
+    return ix_find(x, &x->last, job, file, key, make, oom);
+}
+
+static uint32_t *ix_at(struct mt_index *x, uint32_t page, uint64_t key)
+{
+    return &x->pages[page - 1].slot[key & (PAGE_SLOTS - 1)];
+}
+
+static void ix_set(struct mt_index *x, uint32_t page, uint64_t key, uint32_t v)
+{
+    *ix_at(x, page, key) = v;
+    x->pages[page - 1].live++;
+}
+
+/* Linear probing with backward-shift deletion: no tombstones, so lookups
+ * stay short however many pages come and go. */
+static void ix_unlink_page(struct mt_index *x, size_t i)
+{
+    size_t mask = x->table_size - 1, j = i;
     for (;;) {
-        m->members[i] = 0;
+        x->table[i] = 0;
         for (;;) {
             j = (j + 1) & mask;
-            if (!m->members[j])
+            if (!x->table[j])
                 return;
-            size_t k = (size_t)mix(m->members[j]) & mask;
+            const struct mt_page *p = &x->pages[x->table[j] - 1];
+            size_t k = (size_t)page_hash(p->job, p->file, p->hi) & mask;
             if (!(i <= j ? (i < k && k <= j) : (i < k || k <= j)))
                 break;
         }
-        m->members[i] = m->members[j];
+        x->table[i] = x->table[j];
         i = j;
     }
+}
+
+/* Empties a key's slot; a page left empty is freed. */
+static void ix_clear(struct mt_index *x, uint32_t job, uint64_t file, uint64_t key)
+{
+    int oom = 0;
+    uint32_t v = ix_find(x, &x->last_clear, job, file, key, 0, &oom);
+    if (!v || !*ix_at(x, v, key))
+        return;
+    *ix_at(x, v, key) = 0;
+    struct mt_page *p = &x->pages[v - 1];
+    if (--p->live)
+        return;
+    ix_unlink_page(x, ix_slot(x, job, file, p->hi));
+    SLAB_PUT(x->pages, x->free_page, live, v - 1);
+    x->n_pages--;
+    if (x->last == v)
+        x->last = 0;
+    x->last_clear = 0;
+}
+
+static size_t ix_bytes(const struct mt_index *x)
+{
+    return x->cap_pages * sizeof *x->pages + x->table_size * sizeof *x->table;
+}
+
+static void ix_free(struct mt_index *x)
+{
+    free(x->pages);
+    free(x->table);
 }
 
 /* ---- setup ------------------------------------------------------------- */
@@ -235,21 +307,24 @@ int iot_match_init(struct iot_match *m, int64_t grace_ns, iot_match_sink sink, v
     m->grace_ns = grace_ns;
     m->sink = sink;
     m->ctx = ctx;
-    classify(m->fclass);
-    return rehash(m, &m->table, &m->table_size, entry_home) < 0 ||
-                   rehash(m, &m->gtable, &m->gtable_size, group_home) < 0 || member_grow(m) < 0
-               ? -1
-               : 0;
+    m->now = INT64_MIN;
+    if (!(m->wheel = calloc(IOT_MATCH_BUCKETS, sizeof *m->wheel)) || ix_rehash(&m->calls) < 0 ||
+        ix_rehash(&m->colls) < 0) {
+        iot_match_free(m);
+        return -1;
+    }
+    return 0;
 }
 
 void iot_match_free(struct iot_match *m)
 {
+    for (size_t i = 0; i < m->cap_groups; i++)
+        free(m->groups[i].rank_set); /* NULL in free groups */
     free(m->entries);
-    free(m->table);
-    free(m->heap);
+    ix_free(&m->calls);
     free(m->groups);
-    free(m->gtable);
-    free(m->members);
+    ix_free(&m->colls);
+    free(m->wheel);
     free(m->call);
     free(m->call_tag);
     free(m->held_head);
@@ -265,60 +340,53 @@ void iot_match_set_pairs(struct iot_match *m, iot_match_pair_sink sink, void *ct
 
 size_t iot_match_bytes(const struct iot_match *m)
 {
-    return m->cap_entries * sizeof *m->entries + m->table_size * sizeof *m->table +
-           m->heap_cap * sizeof *m->heap + m->cap_groups * sizeof *m->groups +
-           m->gtable_size * sizeof *m->gtable + m->members_size * sizeof *m->members +
+    return m->cap_entries * sizeof *m->entries + ix_bytes(&m->calls) +
+           m->cap_groups * sizeof *m->groups + ix_bytes(&m->colls) + m->rank_set_bytes +
+           IOT_MATCH_BUCKETS * sizeof *m->wheel +
            (m->call ? m->cap_entries * (sizeof *m->call + 2 * sizeof(uint32_t)) : 0) +
            m->cap_held * sizeof *m->held;
 }
 
-/* ---- the expiry heap --------------------------------------------------- */
+/* ---- the timing wheel --------------------------------------------------- */
 
-static int heap_push(struct iot_match *m, uint32_t entry, int64_t expire)
+static int64_t until_of(const struct iot_match *m, const struct mt_entry *e)
 {
-    if (grow((void **)&m->heap, &m->heap_cap, m->heap_n + 1, sizeof *m->heap) < 0)
-        return -1;
-    size_t i = m->heap_n++;
-    while (i > 0 && m->heap[(i - 1) / 2].expire > expire) {
-        m->heap[i] = m->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    m->heap[i] = (struct mt_node){expire, entry};
-    return 0;
+    int64_t until = e->expire;
+    if (e->group && m->groups[e->group - 1].expire > until)
+        until = m->groups[e->group - 1].expire;
+    return until;
 }
 
-static struct mt_node heap_pop(struct iot_match *m)
+static void wheel_link(struct iot_match *m, uint32_t idx, int64_t until)
 {
-    struct mt_node top = m->heap[0], n = m->heap[--m->heap_n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= m->heap_n)
-            break;
-        if (c + 1 < m->heap_n && m->heap[c + 1].expire < m->heap[c].expire)
-            c++;
-        if (m->heap[c].expire >= n.expire)
-            break;
-        m->heap[i] = m->heap[c];
-        i = c;
+    int64_t b = until >> IOT_MATCH_BUCKET_SHIFT;
+    if (!m->started) {
+        m->started = 1;
+        m->cursor = b;
     }
-    if (m->heap_n)
-        m->heap[i] = n;
-    return top;
+    if (b < m->cursor)
+        b = m->cursor; /* swept at the next step */
+    struct mt_entry *e = &m->entries[idx];
+    e->wslot = (uint16_t)(b & (IOT_MATCH_BUCKETS - 1));
+    e->wprev = 0;
+    e->wnext = m->wheel[e->wslot];
+    if (e->wnext)
+        m->entries[e->wnext - 1].wprev = idx + 1;
+    m->wheel[e->wslot] = idx + 1;
+}
+
+static void wheel_unlink(struct iot_match *m, uint32_t idx)
+{
+    struct mt_entry *e = &m->entries[idx];
+    if (e->wprev)
+        m->entries[e->wprev - 1].wnext = e->wnext;
+    else
+        m->wheel[e->wslot] = e->wnext;
+    if (e->wnext)
+        m->entries[e->wnext - 1].wprev = e->wprev;
 }
 
 /* ---- entries ----------------------------------------------------------- */
-
-static size_t entry_slot(const struct iot_match *m, uint32_t job, uint64_t callid)
-{
-    size_t mask = m->table_size - 1, i = (size_t)call_hash(job, callid) & mask;
-    for (uint32_t v; (v = m->table[i]); i = (i + 1) & mask) {
-        const struct mt_entry *e = &m->entries[v - 1];
-        if (e->callid == callid && e->job == job)
-            break;
-    }
-    return i;
-}
 
 /* The per-entry arrays of pair mode follow the entry slab's capacity. */
 static int grow_pair_arrays(struct iot_match *m, size_t cap)
@@ -337,49 +405,45 @@ static int grow_pair_arrays(struct iot_match *m, size_t cap)
 
 static int alloc_entry(struct iot_match *m, uint32_t *idx)
 {
-    if (m->free_entry) {
-        *idx = m->free_entry - 1;
-        m->free_entry = m->entries[*idx].group;
-        return 0;
-    }
-    size_t cap = m->cap_entries;
-    if (grow((void **)&m->entries, &cap, m->cap_entries + 1, sizeof *m->entries) < 0)
+    if (SLAB_TAKE(m->entries, m->cap_entries, m->free_entry, group, idx) < 0)
         return -1;
-    if (m->pair && grow_pair_arrays(m, cap) < 0)
-        return -1;
-    for (size_t i = cap; i > m->cap_entries; i--) {
-        m->entries[i - 1].group = m->free_entry;
-        m->free_entry = (uint32_t)i;
+    if (m->pair && m->cap_pair < m->cap_entries) {
+        if (grow_pair_arrays(m, m->cap_entries) < 0) {
+            SLAB_PUT(m->entries, m->free_entry, group, *idx);
+            return -1;
+        }
+        m->cap_pair = m->cap_entries;
     }
-    m->cap_entries = cap;
-    *idx = m->free_entry - 1;
-    m->free_entry = m->entries[*idx].group;
     return 0;
 }
 
-/* The entry of (job, CallID), made if new; NULL when out of memory. */
+static void close_entry(struct iot_match *m, uint32_t idx, int linked);
+
+/* The entry of (job, CallID), made if new (or if the one there is over);
+ * NULL when out of memory. */
 static struct mt_entry *entry_for(struct iot_match *m, uint32_t job, uint64_t callid,
                                   int64_t expire)
 {
-    size_t i = entry_slot(m, job, callid);
-    if (m->table[i])
-        return &m->entries[m->table[i] - 1];
-    if ((m->n_entries + 1) * 2 > m->table_size) {
-        if (rehash(m, &m->table, &m->table_size, entry_home) < 0)
+    int oom = 0;
+    uint32_t page = ix_page(&m->calls, job, 0, callid, 1, &oom);
+    if (!page)
+        return NULL;
+    uint32_t v = *ix_at(&m->calls, page, callid);
+    if (v) {
+        struct mt_entry *e = &m->entries[v - 1];
+        if (until_of(m, e) >= m->now)
+            return e;
+        close_entry(m, v - 1, 1); /* may free the page */
+        if (!(page = ix_page(&m->calls, job, 0, callid, 1, &oom)))
             return NULL;
-        i = entry_slot(m, job, callid);
     }
     uint32_t idx;
     if (alloc_entry(m, &idx) < 0)
         return NULL;
-    if (heap_push(m, idx, expire) < 0) {
-        m->entries[idx].group = m->free_entry;
-        m->free_entry = idx + 1;
-        return NULL;
-    }
-    m->entries[idx] = (struct mt_entry){.callid = callid, .job = job, .expire = expire,
-                                        .flags = F_USED};
-    m->table[i] = idx + 1;
+    m->entries[idx] =
+        (struct mt_entry){.callid = callid, .job = job, .expire = expire, .flags = F_USED};
+    ix_set(&m->calls, page, callid, idx + 1);
+    wheel_link(m, idx, expire);
     if (m->pair)
         m->held_head[idx] = 0;
     if (++m->n_entries > m->peak_entries)
@@ -390,40 +454,62 @@ static struct mt_entry *entry_for(struct iot_match *m, uint32_t job, uint64_t ca
 static void free_entry(struct iot_match *m, uint32_t idx)
 {
     struct mt_entry *e = &m->entries[idx];
-    slot_remove(m, m->table, m->table_size, entry_slot(m, e->job, e->callid), entry_home);
+    ix_clear(&m->calls, e->job, 0, e->callid);
     e->flags = 0;
-    e->group = m->free_entry;
-    m->free_entry = idx + 1;
+    SLAB_PUT(m->entries, m->free_entry, group, idx);
     m->n_entries--;
 }
 
 /* ---- collective groups -------------------------------------------------- */
 
-static size_t group_slot(const struct iot_match *m, uint32_t job, uint64_t file, uint64_t seq)
+static uint32_t rank_of(uint64_t callid)
 {
-    size_t mask = m->gtable_size - 1, i = (size_t)group_hash(job, file, seq) & mask;
-    for (uint32_t v; (v = m->gtable[i]); i = (i + 1) & mask) {
-        const struct mt_group *g = &m->groups[v - 1];
-        if (g->file == file && g->coll_seq == seq && g->job == job)
-            break;
-    }
-    return i;
+    return (uint32_t)(callid >> RANK_SHIFT);
 }
 
-static int alloc_group(struct iot_match *m, uint32_t *idx)
+static int has_rank(const struct mt_group *g, uint32_t rank)
 {
-    if (!m->free_group) {
-        size_t cap = m->cap_groups;
-        if (grow((void **)&m->groups, &cap, m->cap_groups + 1, sizeof *m->groups) < 0)
-            return -1;
-        for (size_t i = cap; i > m->cap_groups; i--) {
-            m->groups[i - 1].members = m->free_group;
-            m->free_group = (uint32_t)i;
-        }
-        m->cap_groups = cap;
+    if (rank < 64)
+        return (g->low_ranks >> rank) & 1;
+    if (!g->rank_set_size)
+        return 0;
+    uint32_t mask = g->rank_set_size - 1, i = (uint32_t)mix(rank) & mask;
+    for (; g->rank_set[i]; i = (i + 1) & mask)
+        if (g->rank_set[i] == rank + 1)
+            return 1;
+    return 0;
+}
+
+static int add_rank(struct iot_match *m, struct mt_group *g, uint32_t rank)
+{
+    if (rank < 64) {
+        g->low_ranks |= 1ull << rank;
+        return 0;
     }
-    *idx = m->free_group - 1;
-    m->free_group = m->groups[*idx].members;
+    if ((g->rank_set_n + 1) * 2 > g->rank_set_size) {
+        uint32_t n = g->rank_set_size ? g->rank_set_size * 2 : 16;
+        uint32_t *set = calloc(n, sizeof *set);
+        if (!set)
+            return -1;
+        for (uint32_t i = 0; i < g->rank_set_size; i++) {
+            uint32_t r = g->rank_set[i];
+            if (!r)
+                continue;
+            uint32_t j = (uint32_t)mix(r - 1) & (n - 1);
+            while (set[j])
+                j = (j + 1) & (n - 1);
+            set[j] = r;
+        }
+        free(g->rank_set);
+        m->rank_set_bytes += (n - g->rank_set_size) * sizeof *set;
+        g->rank_set = set;
+        g->rank_set_size = n;
+    }
+    uint32_t mask = g->rank_set_size - 1, i = (uint32_t)mix(rank) & mask;
+    while (g->rank_set[i])
+        i = (i + 1) & mask;
+    g->rank_set[i] = rank + 1;
+    g->rank_set_n++;
     return 0;
 }
 
@@ -434,55 +520,47 @@ static void unindex_group(struct iot_match *m, struct mt_group *g)
 {
     if (!g->indexed)
         return;
-    slot_remove(m, m->gtable, m->gtable_size, group_slot(m, g->job, g->file, g->coll_seq),
-                group_home);
+    ix_clear(&m->colls, g->job, g->file, g->coll_seq);
     g->indexed = 0;
 }
 
-static struct mt_group *new_group(struct iot_match *m, uint32_t job, uint64_t file, uint64_t seq,
-                                  uint32_t *idx)
+/* The group this call joins: the open one of its key, unless its window
+ * has passed or this rank is already in it. */
+static struct mt_group *group_for(struct iot_match *m, const struct xp_event *ev, uint32_t *idx)
 {
-    if ((m->n_groups + 1) * 2 > m->gtable_size &&
-        rehash(m, &m->gtable, &m->gtable_size, group_home) < 0)
+    int oom = 0;
+    uint32_t page = ix_page(&m->colls, ev->job, ev->file, ev->coll_seq, 1, &oom);
+    if (!page)
         return NULL;
-    if (alloc_group(m, idx) < 0)
+    uint32_t v = *ix_at(&m->colls, page, ev->coll_seq);
+    if (v) {
+        struct mt_group *g = &m->groups[v - 1];
+        if (g->expire >= m->now && !has_rank(g, rank_of(ev->callid))) {
+            *idx = v - 1;
+            return g;
+        }
+        unindex_group(m, g); /* may free the page */
+        if (!(page = ix_page(&m->colls, ev->job, ev->file, ev->coll_seq, 1, &oom)))
+            return NULL;
+    }
+    if (SLAB_TAKE(m->groups, m->cap_groups, m->free_group, members, idx) < 0)
         return NULL;
     struct mt_group *g = &m->groups[*idx];
-    *g = (struct mt_group){.file = file, .coll_seq = seq, .serial = ++m->next_serial,
-                           .expire = INT64_MIN, .job = job, .indexed = 1};
-    m->gtable[group_slot(m, job, file, seq)] = *idx + 1;
+    *g = (struct mt_group){.file = ev->file, .coll_seq = ev->coll_seq, .expire = INT64_MIN,
+                           .job = ev->job, .indexed = 1};
+    ix_set(&m->colls, page, ev->coll_seq, *idx + 1);
     if (++m->n_groups > m->peak_groups)
         m->peak_groups = m->n_groups;
     return g;
 }
 
-/* The group this call joins: the open one of its key, unless this rank is
- * already in it. */
-static struct mt_group *group_for(struct iot_match *m, const struct xp_event *ev, uint32_t *idx)
-{
-    size_t i = group_slot(m, ev->job, ev->file, ev->coll_seq);
-    if (m->gtable[i]) {
-        struct mt_group *g = &m->groups[m->gtable[i] - 1];
-        if (!m->members[member_slot(m, member_key(g->serial, ev->callid))]) {
-            *idx = m->gtable[i] - 1;
-            return g;
-        }
-        unindex_group(m, g);
-    }
-    return new_group(m, ev->job, ev->file, ev->coll_seq, idx);
-}
-
 static int join_group(struct iot_match *m, struct mt_entry *e, const struct xp_event *ev)
 {
-    if ((m->n_members + 1) * 2 > m->members_size && member_grow(m) < 0)
-        return -1;
     uint32_t gi;
     struct mt_group *g = group_for(m, ev, &gi);
-    if (!g)
-        return -1;
-    m->members[member_slot(m, member_key(g->serial, ev->callid))] =
-        member_key(g->serial, ev->callid);
-    m->n_members++;
+    if (!g || add_rank(m, g, rank_of(ev->callid)) < 0)
+        return -1; /* a group just made stays empty and indexed: the next call takes
+                      it */
     g->members++;
     g->size++;
     g->ops += e->own_ops;
@@ -497,15 +575,14 @@ static void leave_group(struct iot_match *m, struct mt_entry *e)
     uint32_t gi = e->group - 1;
     struct mt_group *g = &m->groups[gi];
     unindex_group(m, g);
-    member_remove(m, member_key(g->serial, e->callid));
     if (--g->members == 0) {
-        g->members = m->free_group;
-        m->free_group = gi + 1;
+        m->rank_set_bytes -= g->rank_set_size * sizeof *g->rank_set;
+        free(g->rank_set);
+        *g = (struct mt_group){0};
+        SLAB_PUT(m->groups, m->free_group, members, gi);
         m->n_groups--;
     }
 }
-
-/* ---- events ------------------------------------------------------------- */
 
 static void extend(struct iot_match *m, struct mt_entry *e, int64_t expire)
 {
@@ -522,8 +599,7 @@ static void free_held(struct iot_match *m, uint32_t idx)
     uint32_t h = m->held_head[idx];
     while (h) {
         uint32_t next = m->held[h - 1].next;
-        m->held[h - 1].next = m->free_held;
-        m->free_held = h;
+        SLAB_PUT(m->held, m->free_held, next, h - 1);
         m->n_held--;
         h = next;
     }
@@ -532,19 +608,10 @@ static void free_held(struct iot_match *m, uint32_t idx)
 
 static int hold(struct iot_match *m, uint32_t idx, const struct xp_event *ev, uint32_t tag)
 {
-    if (!m->free_held) {
-        size_t cap = m->cap_held;
-        if (grow((void **)&m->held, &cap, m->cap_held + 1, sizeof *m->held) < 0)
-            return -1;
-        for (size_t i = cap; i > m->cap_held; i--) {
-            m->held[i - 1].next = m->free_held;
-            m->free_held = (uint32_t)i;
-        }
-        m->cap_held = cap;
-    }
-    uint32_t h = m->free_held;
-    struct mt_held *n = &m->held[h - 1];
-    m->free_held = n->next;
+    uint32_t h;
+    if (SLAB_TAKE(m->held, m->cap_held, m->free_held, next, &h) < 0)
+        return -1;
+    struct mt_held *n = &m->held[h++];
     *n = (struct mt_held){.ev = *ev, .tag = tag, .next = m->held_head[idx]};
     m->held_head[idx] = h;
     if (++m->n_held > m->peak_held)
@@ -574,7 +641,7 @@ static int on_call(struct iot_match *m, const struct xp_event *ev, uint32_t tag)
         return -1;
     uint32_t idx = (uint32_t)(e - m->entries);
     extend(m, e, expire);
-    uint8_t cls = class_of(m, ev->func);
+    uint8_t cls = class_of(ev->func);
     if (cls & C_COMPLETION) {
         if (e->flags & F_CALL)
             return 0;
@@ -672,9 +739,11 @@ static void report(struct iot_match *m, const struct mt_entry *e)
     m->sink(m->ctx, &c);
 }
 
-static void close_entry(struct iot_match *m, uint32_t idx)
+static void close_entry(struct iot_match *m, uint32_t idx, int linked)
 {
     struct mt_entry *e = &m->entries[idx];
+    if (linked)
+        wheel_unlink(m, idx);
     report(m, e);
     if (m->pair)
         free_held(m, idx); /* unmatched: counted by the report, not kept */
@@ -685,18 +754,29 @@ static void close_entry(struct iot_match *m, uint32_t idx)
 
 void iot_match_expire(struct iot_match *m, int64_t now_ns)
 {
-    while (m->heap_n && m->heap[0].expire < now_ns) {
-        struct mt_node n = heap_pop(m);
-        struct mt_entry *e = &m->entries[n.entry];
-        int64_t until = e->expire;
-        if (e->group && m->groups[e->group - 1].expire > until)
-            until = m->groups[e->group - 1].expire;
-        /* Re-pushing reuses the node just popped: it cannot fail. */
-        if (until >= now_ns)
-            heap_push(m, n.entry, until);
-        else
-            close_entry(m, n.entry);
+    if (now_ns <= m->now)
+        return;
+    m->now = now_ns;
+    int64_t target = now_ns >> IOT_MATCH_BUCKET_SHIFT; /* earlier buckets end by now_ns */
+    if (!m->started || target <= m->cursor)
+        return;
+    /* A jump of a whole turn or more sweeps every bucket once. */
+    int64_t n = target - m->cursor < IOT_MATCH_BUCKETS ? target - m->cursor : IOT_MATCH_BUCKETS;
+    for (int64_t k = 0; k < n; k++) {
+        uint32_t slot = (uint32_t)((m->cursor + k) & (IOT_MATCH_BUCKETS - 1));
+        uint32_t v = m->wheel[slot];
+        m->wheel[slot] = 0;
+        while (v) {
+            uint32_t idx = v - 1;
+            v = m->entries[idx].wnext;
+            int64_t until = until_of(m, &m->entries[idx]);
+            if (until < now_ns)
+                close_entry(m, idx, 0);
+            else
+                wheel_link(m, idx, until); /* extended, or a turn or more ahead */
+        }
     }
+    m->cursor = target;
 }
 
 void iot_match_finish(struct iot_match *m)

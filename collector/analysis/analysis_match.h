@@ -1,11 +1,11 @@
 /* Streaming join of MPI-IO calls and disk operations on (job, CallID).
  *
  * Fed events in (roughly) start-time order, it keeps one entry per
- * (job, CallID) in flight, in a hash table: the call and the disk
- * operations that carried its CallID.  Collective calls (MPI-IO calls of
- * one job on one file with the same non-zero collective sequence number,
- * one per rank) are linked into a group, and the disk operations of any
- * member (the aggregators') count for the whole group.
+ * (job, CallID) in flight: the call and the disk operations that carried
+ * its CallID.  Collective calls (MPI-IO calls of one job on one file with
+ * the same non-zero collective sequence number, one per rank) are linked
+ * into a group, and the disk operations of any member (the aggregators')
+ * count for the whole group.
  *
  * Windows, on the time the caller passes to iot_match_expire() (the
  * merge's watermark, or the start time of the next event):
@@ -18,7 +18,10 @@
  *     POSIX call carrying the CallID (the call is still running); a call
  *     arriving in that window takes them.
  * When an entry closes it is reported once (struct iot_match_closed) and
- * freed: what stays unmatched is counted by the receiver, not kept.
+ * freed: what stays unmatched is counted by the receiver, not kept.  The
+ * report may come up to a bucket of the timing wheel (about 1 ms of that
+ * time) after the window ended; which events an entry takes never depends
+ * on it.
  * Memory is proportional to the entries in flight (iot_match_bytes). */
 #ifndef IOT_ANALYSIS_MATCH_H
 #define IOT_ANALYSIS_MATCH_H
@@ -50,10 +53,31 @@ typedef void (*iot_match_sink)(void *ctx, const struct iot_match_closed *c);
 typedef int (*iot_match_pair_sink)(void *ctx, const struct xp_event *call, uint32_t call_tag,
                                    const struct xp_event *disk, uint32_t disk_tag);
 
+/* The timing wheel's buckets: 2^20 ns (about 1 ms) each, 4096 of them
+ * (4.3 s; entries further out go round again). */
+#define IOT_MATCH_BUCKET_SHIFT 20
+#define IOT_MATCH_BUCKET_NS (1ll << IOT_MATCH_BUCKET_SHIFT)
+#define IOT_MATCH_BUCKETS 4096
+
 struct mt_entry;
 struct mt_group;
-struct mt_node;
+struct mt_page;
 struct mt_held;
+
+/* A two-level index: key >> 6 (with the job, and the file for groups) is
+ * found in a small hash table of pages; the page holds the 64 neighbouring
+ * keys directly.  CallIDs are per-rank counters and collective sequence
+ * numbers per-file counters, so the keys in flight are dense runs: a
+ * lookup touches one recent page instead of a random slot of a table as
+ * large as everything in flight. */
+struct mt_index {
+    struct mt_page *pages; /* slab, with a free list */
+    size_t n_pages, cap_pages;
+    uint32_t free_page;
+    uint32_t *table; /* page key -> page index + 1, open addressing */
+    size_t table_size;
+    uint32_t last, last_clear; /* the pages found last, index + 1 */
+};
 
 struct iot_match {
     int64_t grace_ns;
@@ -62,19 +86,21 @@ struct iot_match {
     struct mt_entry *entries; /* slab, with a free list */
     size_t n_entries, cap_entries;
     uint32_t free_entry;
-    uint32_t *table; /* (job, CallID) -> entry index + 1, open addressing */
-    size_t table_size;
-    struct mt_node *heap; /* entries by the end of their window */
-    size_t heap_n, heap_cap;
+    struct mt_index calls;   /* (job, CallID) -> entry index + 1 */
     struct mt_group *groups; /* slab, with a free list */
     size_t n_groups, cap_groups;
     uint32_t free_group;
-    uint32_t *gtable; /* (job, file, coll_seq) -> group index + 1 */
-    size_t gtable_size;
-    uint64_t *members; /* (group serial << 24 | rank), one per member in flight */
-    size_t members_size, n_members;
-    uint64_t next_serial;
-    uint8_t fclass[128]; /* per MPI-IO function id: completion / transfer bits */
+    struct mt_index colls; /* (job, file, coll_seq) -> group index + 1 */
+    size_t rank_set_bytes;
+    /* Entries by the end of their window, in buckets of about a
+     * millisecond (a timing wheel); `now` is the latest time passed to
+     * iot_match_expire, and an entry whose window ended before it is closed
+     * when it is next looked up, so matching does not depend on when the
+     * buckets are swept. */
+    uint32_t *wheel;
+    int64_t cursor; /* buckets before this one have been swept */
+    int64_t now;
+    int started;
     size_t peak_entries, peak_groups;
     /* Only with a pair sink: per entry its call and the disk operations
      * waiting for it (a list in the held slab). */
@@ -82,6 +108,7 @@ struct iot_match {
     void *pair_ctx;
     struct xp_event *call;
     uint32_t *call_tag, *held_head;
+    size_t cap_pair;
     struct mt_held *held; /* slab, with a free list */
     size_t cap_held, n_held, peak_held;
     uint32_t free_held;
@@ -104,7 +131,9 @@ int iot_match_event(struct iot_match *m, const struct xp_event *ev);
  * also when the pair sink failed. */
 int iot_match_event_tagged(struct iot_match *m, const struct xp_event *ev, uint32_t tag);
 
-/* Closes (and reports) every entry whose window ended before now_ns. */
+/* Every entry whose window ended before now_ns is over: an event of its
+ * key opens a new entry.  It is reported once now_ns passes the end of its
+ * bucket (IOT_MATCH_BUCKET_NS), or at once when its key is looked up. */
 void iot_match_expire(struct iot_match *m, int64_t now_ns);
 
 /* End of input: closes everything. */

@@ -44,6 +44,8 @@ iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen);
 /* Full validation of an encoded batch, as the collector does before storing. */
 int iot_wire_validate(const uint8_t *buf, size_t len, char *err, size_t errlen);
 
+/* Decoded batches and bodies live in a block of the decoding thread (reused
+ * once everything decoded in it is freed): free them in that thread. */
 void iot_wire_free_batch(iot_batch *batch);
 void iot_wire_free_body(iot_body *body);
 

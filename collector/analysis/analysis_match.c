@@ -192,20 +192,30 @@ static int ix_rehash(struct mt_index *x)
     return 0;
 }
 
+/* Recently used pages, direct-mapped by key: interleaved streams (ranks,
+ * calls and the POSIX calls inside them, new keys and closing ones) each
+ * find theirs without the table. */
+static uint32_t *ix_cached(struct mt_index *x, uint32_t job, uint64_t file, uint64_t hi)
+{
+    uint64_t h = (hi ^ file ^ ((uint64_t)job << 40)) * 0x9e3779b97f4a7c15ull;
+    return &x->cache[h >> (64 - IOT_MATCH_PAGE_CACHE_BITS)];
+}
+
 /* The page of a key (index + 1); made if `make`.  0 when there is none, or
  * when out of memory (then `*oom` is set). */
-static uint32_t ix_find(struct mt_index *x, uint32_t *last, uint32_t job, uint64_t file,
-                        uint64_t key, int make, int *oom)
+static uint32_t ix_page(struct mt_index *x, uint32_t job, uint64_t file, uint64_t key, int make,
+                        int *oom)
 {
     uint64_t hi = key >> PAGE_BITS;
-    if (*last) {
-        const struct mt_page *p = &x->pages[*last - 1];
+    uint32_t *c = ix_cached(x, job, file, hi);
+    if (*c) {
+        const struct mt_page *p = &x->pages[*c - 1];
         if (p->hi == hi && p->file == file && p->job == job)
-            return *last;
+            return *c;
     }
     size_t i = ix_slot(x, job, file, hi);
     if (x->table[i])
-        return *last = x->table[i];
+        return *c = x->table[i];
     if (!make)
         return 0;
     if ((x->n_pages + 1) * 2 > x->table_size) {
@@ -227,14 +237,7 @@ static uint32_t ix_find(struct mt_index *x, uint32_t *last, uint32_t job, uint64
     p->job = job;
     x->table[i] = v;
     x->n_pages++;
-    return *last = v;
-}
-
-/* New keys come in order, and closing ones too: each side has its page. */
-static uint32_t ix_page(struct mt_index *x, uint32_t job, uint64_t file, uint64_t key, int make,
-                        int *oom)
-{
-    return ix_find(x, &x->last, job, file, key, make, oom);
+    return *c = v;
 }
 
 static uint32_t *ix_at(struct mt_index *x, uint32_t page, uint64_t key)
@@ -273,7 +276,7 @@ static void ix_unlink_page(struct mt_index *x, size_t i)
 static void ix_clear(struct mt_index *x, uint32_t job, uint64_t file, uint64_t key)
 {
     int oom = 0;
-    uint32_t v = ix_find(x, &x->last_clear, job, file, key, 0, &oom);
+    uint32_t v = ix_page(x, job, file, key, 0, &oom);
     if (!v || !*ix_at(x, v, key))
         return;
     *ix_at(x, v, key) = 0;
@@ -283,9 +286,7 @@ static void ix_clear(struct mt_index *x, uint32_t job, uint64_t file, uint64_t k
     ix_unlink_page(x, ix_slot(x, job, file, p->hi));
     SLAB_PUT(x->pages, x->free_page, live, v - 1);
     x->n_pages--;
-    if (x->last == v)
-        x->last = 0;
-    x->last_clear = 0;
+    *ix_cached(x, job, file, p->hi) = 0;
 }
 
 static size_t ix_bytes(const struct mt_index *x)

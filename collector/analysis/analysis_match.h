@@ -58,6 +58,7 @@ typedef int (*iot_match_pair_sink)(void *ctx, const struct xp_event *call, uint3
 #define IOT_MATCH_BUCKET_SHIFT 20
 #define IOT_MATCH_BUCKET_NS (1ll << IOT_MATCH_BUCKET_SHIFT)
 #define IOT_MATCH_BUCKETS 4096
+#define IOT_MATCH_PAGE_CACHE_BITS 8
 
 struct mt_entry;
 struct mt_group;
@@ -76,7 +77,7 @@ struct mt_index {
     uint32_t free_page;
     uint32_t *table; /* page key -> page index + 1, open addressing */
     size_t table_size;
-    uint32_t last, last_clear; /* the pages found last, index + 1 */
+    uint32_t cache[1u << IOT_MATCH_PAGE_CACHE_BITS]; /* pages used lately, index + 1 */
 };
 
 struct iot_match {

@@ -23,9 +23,23 @@ struct mg_item {
     uint64_t seq; /* arrival order: equal start times leave in the order they came */
 };
 
+/* A queue is a list of chunks: growing it never copies what it holds, and
+ * full-size chunks drained at the front are kept (up to SPARE_MAX) for
+ * the back of any queue, so that a steady stream reuses the same memory
+ * instead of asking the system for fresh pages. */
+#define CHUNK_FIRST 64u
+#define CHUNK_FULL 1024u
+#define SPARE_MAX 64u
+
+struct mg_chunk {
+    struct mg_chunk *next;
+    uint32_t head, tail, cap;
+    struct mg_item v[];
+};
+
 struct mg_queue {
-    struct mg_item *v; /* ring */
-    uint32_t head, n, cap;
+    struct mg_chunk *first, *last;
+    uint32_t n;
     uint32_t qpos; /* index + 1 in qheap, 0 if empty */
 };
 
@@ -42,7 +56,14 @@ void iot_merge_free(struct iot_merge *m)
     free(m->pheap);
     free(m->dirty);
     for (size_t i = 0; i < m->n_queue; i++)
-        free(m->queue[i].v);
+        for (struct mg_chunk *c = m->queue[i].first, *next; c; c = next) {
+            next = c->next;
+            free(c);
+        }
+    for (struct mg_chunk *c = m->spare, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
     free(m->queue);
     free(m->qheap);
     free(m->strag);
@@ -149,8 +170,8 @@ static int item_less(const struct mg_item *a, const struct mg_item *b)
 
 static const struct mg_item *qfront(const struct iot_merge *m, uint32_t q)
 {
-    const struct mg_queue *x = &m->queue[q];
-    return &x->v[x->head];
+    const struct mg_chunk *c = m->queue[q].first;
+    return &c->v[c->head];
 }
 
 static int qless(const struct iot_merge *m, size_t i, size_t j)
@@ -205,20 +226,42 @@ static int ensure_queue(struct iot_merge *m, uint32_t q)
     return 0;
 }
 
-/* Doubles the ring, unrolling it to the front of the new one. */
-static int grow_ring(struct mg_queue *x)
+/* Room for one more item at the back of a queue. */
+static int queue_room(struct iot_merge *m, struct mg_queue *x)
 {
-    uint32_t cap = x->cap ? x->cap * 2 : 64;
-    struct mg_item *v = malloc((size_t)cap * sizeof *v);
-    if (!v)
+    struct mg_chunk *last = x->last;
+    if (last && last->tail < last->cap)
+        return 0;
+    uint32_t cap = last ? (last->cap < CHUNK_FULL ? last->cap * 2 : CHUNK_FULL) : CHUNK_FIRST;
+    struct mg_chunk *c;
+    if (cap == CHUNK_FULL && m->spare) {
+        c = m->spare;
+        m->spare = c->next;
+        m->n_spare--;
+    } else if ((c = malloc(sizeof *c + (size_t)cap * sizeof c->v[0]))) {
+        m->chunk_items += cap;
+    } else {
         return -1;
-    for (uint32_t i = 0; i < x->n; i++)
-        v[i] = x->v[(x->head + i) % x->cap];
-    free(x->v);
-    x->v = v;
-    x->head = 0;
-    x->cap = cap;
+    }
+    *c = (struct mg_chunk){.cap = cap};
+    if (last)
+        last->next = c;
+    else
+        x->first = c;
+    x->last = c;
     return 0;
+}
+
+static void chunk_drop(struct iot_merge *m, struct mg_chunk *c)
+{
+    if (c->cap == CHUNK_FULL && m->n_spare < SPARE_MAX) {
+        c->next = m->spare;
+        m->spare = c;
+        m->n_spare++;
+        return;
+    }
+    m->chunk_items -= c->cap;
+    free(c);
 }
 
 static void straggler_push(struct iot_merge *m, const struct mg_item *it)
@@ -257,16 +300,16 @@ static int hold(struct iot_merge *m, const struct xp_event *ev)
     if (ensure_queue(m, q) < 0)
         return -1;
     struct mg_queue *x = &m->queue[q];
-    if (x->n && ev->t_start < x->v[(x->head + x->n - 1) % x->cap].ev.t_start) {
+    if (x->n && ev->t_start < x->last->v[x->last->tail - 1].ev.t_start) {
         if (grow((void **)&m->strag, &m->strag_cap, m->strag_n + 1, sizeof *m->strag) < 0)
             return -1;
         straggler_push(m, &it);
         m->stragglers++;
         return 0;
     }
-    if (x->n == x->cap && grow_ring(x) < 0)
+    if (queue_room(m, x) < 0)
         return -1;
-    x->v[(x->head + x->n) % x->cap] = it;
+    x->last->v[x->last->tail++] = it;
     if (x->n++ == 0) {
         qplace(m, m->qheap_n++, q);
         qsift_up(m, m->qheap_n - 1);
@@ -288,23 +331,24 @@ static struct xp_event take(struct iot_merge *m, const struct mg_item *it)
         return straggler_pop(m).ev;
     uint32_t q = m->qheap[0];
     struct mg_queue *x = &m->queue[q];
-    struct xp_event ev = x->v[x->head].ev;
-    x->head = (x->head + 1) % x->cap;
+    struct mg_chunk *c = x->first;
+    struct xp_event ev = c->v[c->head++].ev;
+    if (c->head == c->tail && c == x->last && c->cap == CHUNK_FIRST) {
+        c->head = c->tail = 0; /* a small queue keeps its one chunk */
+    } else if (c->head == c->tail) { /* the queue moves on to its next chunk */
+        x->first = c->next;
+        if (!x->first)
+            x->last = NULL;
+        chunk_drop(m, c);
+    }
     if (--x->n) {
         qsift_down(m, 0);
         return ev;
     }
     x->qpos = 0;
-    x->head = 0;
     if (--m->qheap_n) {
         qplace(m, 0, m->qheap[m->qheap_n]);
         qsift_down(m, 0);
-    }
-    /* A queue that was large gives its memory back once drained. */
-    if (x->cap > 4096) {
-        free(x->v);
-        x->v = NULL;
-        x->cap = 0;
     }
     return ev;
 }
@@ -416,9 +460,7 @@ int iot_merge_finish(struct iot_merge *m, iot_merge_sink sink, void *ctx)
 
 size_t iot_merge_bytes(const struct iot_merge *m)
 {
-    size_t ring = 0;
-    for (size_t i = 0; i < m->n_queue; i++)
-        ring += (size_t)m->queue[i].cap * sizeof(struct mg_item);
+    size_t ring = m->chunk_items * sizeof(struct mg_item);
     return m->n_prod * (sizeof *m->prod + sizeof *m->pheap) + m->cap_dirty * sizeof *m->dirty +
            m->n_queue * (sizeof *m->queue + sizeof *m->qheap) + ring +
            m->strag_cap * sizeof(struct mg_item);

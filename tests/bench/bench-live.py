@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What the collector's live analysis costs, and how live it is.
 
-    bench-live.py BUILD_DIR [--events N] [--rounds R] [--busy]
+    bench-live.py BUILD_DIR [--events N] [--rate R] [--rounds K] [--steady S] [--busy]
+                  [--windows MS]
 
 1. Ingest cost, interleaved rounds: synthetic producers (MPI-IO calls with
    the POSIX calls inside them, tests/tools/iotrace-producer.c) push N events
@@ -10,9 +11,12 @@
    and once with the live analysis and HTTP on, alternating which goes
    first. Per run: the collector's CPU time (all threads, and the live
    thread alone, from /proc) once everything is stored and, with analysis
-   on, analysed; events per CPU-second; wall time. Medians over rounds and
-   the ratio on/off: the issue's target is that analysis costs at most 25 %
-   of ingest throughput per core (ratio >= 0.75).
+   on, analysed; events per CPU-second; wall time.  And the steady state:
+   the collector's CPU (and the live thread's) from S seconds into the run
+   (the merge and the matcher have filled their windows, the heap has its
+   pages) until the producers stop, per event.  Medians over rounds and the
+   ratio on/off: the target is that analysis costs at most 25 % of ingest
+   throughput per core (ratio >= 0.75).
 2. Liveness: a producer sends events stamped with the real time at a steady
    rate for 8 s; every 200 ms the newest call in /api/v1/jobs/JOB/timeline
    (released by the merge, so in the statistics) is compared with the time
@@ -134,7 +138,7 @@ def hang_clients(port, n):
     return socks
 
 
-def ingest_run(build, events, analysis, jobs=1, rate=1_000_000, hang=0):
+def ingest_run(build, events, analysis, jobs=1, rate=1_000_000, hang=0, warmup=0.0):
     with tempfile.TemporaryDirectory(prefix="iotrace-bench-live-") as tmp:
         s = Stack(build, tmp, analysis)
         try:
@@ -143,13 +147,25 @@ def ingest_run(build, events, analysis, jobs=1, rate=1_000_000, hang=0):
             hung = hang_clients(s.hport, hang) if analysis and hang else []
             c0 = cpu_s(s.collector.pid)
             t0 = time.time()
-            # Stamped with the real time, as a traced program's events are: the
+            # Stamped with the real time, as a traced program's are: the
             # merge then holds what --lateness says, not the whole run.
             prods = [s.produce(f"bench-{k}", k, batches, per_batch,
                                ["--realtime", "--rate", str(rate // jobs)])
                      for k in range(jobs)]
+            steady = None
+            if warmup:
+                # The steady state: from `warmup` seconds in (the merge and
+                # the matcher have filled their windows and the heap its
+                # pages) until the producers stop.
+                time.sleep(warmup)
+                w0 = (time.time(), cpu_s(s.collector.pid), cpu_s(s.collector.pid, "iot-live"))
             for p in prods:
                 p.wait()
+            if warmup:
+                w1 = (time.time(), cpu_s(s.collector.pid), cpu_s(s.collector.pid, "iot-live"))
+                n_w = rate * (w1[0] - w0[0])  # the producers keep the rate
+                steady = {"ns": (w1[1] - w0[1]) * 1e9 / n_w, "live_ns": (w1[2] - w0[2]) * 1e9 / n_w,
+                          "seconds": w1[0] - w0[0]}
             s.drain_agent()
             stored = time.time() - t0  # everything stored and acknowledged
             while analysis and not s.analysed():
@@ -162,7 +178,7 @@ def ingest_run(build, events, analysis, jobs=1, rate=1_000_000, hang=0):
                 h.close()
             n = batches * per_batch * jobs
             return {"events": n, "cpu": cpu, "live": live, "wall": wall, "rss": rss,
-                    "ingest_rate": n / stored,
+                    "ingest_rate": n / stored, "steady": steady,
                     "per_core": n / cpu if cpu else float("inf")}
         finally:
             s.stop()
@@ -222,6 +238,9 @@ def main():
     ap.add_argument("--rate", type=int, default=1_000_000,
                     help="events per second the producers send at (default 1000000)")
     ap.add_argument("--busy", action="store_true")
+    ap.add_argument("--steady", type=float, default=5.0, metavar="S",
+                    help="measure the steady state from S seconds into each run (default 5; "
+                         "runs must be longer: --events / --rate)")
     ap.add_argument("--windows", type=int, metavar="MS",
                     help="the live analysis's --lateness and --grace (default: the collector's, 2000)")
     a = ap.parse_args()
@@ -235,18 +254,28 @@ def main():
         res = {False: [], True: []}
         for r in range(a.rounds):
             for analysis in ((False, True) if r % 2 == 0 else (True, False)):
-                x = ingest_run(a.build, a.events, analysis, rate=a.rate)
+                x = ingest_run(a.build, a.events, analysis, rate=a.rate,
+                               warmup=a.steady if a.events / a.rate > a.steady + 2 else 0.0)
                 res[analysis].append(x)
+                st = x["steady"]
                 print(f"  round {r + 1} analysis {'on ' if analysis else 'off'}: "
-                      f"{x['per_core'] / 1e6:.3f} M events per CPU-second "
+                      + (f"steady {st['ns']:.0f} ns of collector CPU per event (live thread "
+                         f"{st['live_ns']:.0f} ns) over {st['seconds']:.1f} s; " if st else "")
+                      + f"whole run {x['per_core'] / 1e6:.3f} M events per CPU-second "
                       f"(collector CPU {x['cpu']:.2f} s, live thread {x['live']:.2f} s, "
                       f"stored and acknowledged at {x['ingest_rate'] / 1e6:.3f} M events/s, "
                       f"analysed after {x['wall']:.2f} s, peak RSS {x['rss'] / 1024:.1f} MiB)")
         med = {k: statistics.median(x["per_core"] for x in v) for k, v in res.items()}
         ns = {k: 1e9 / v for k, v in med.items()}
-        print(f"median events per collector CPU-second: off {med[False] / 1e6:.3f} M "
+        print(f"median over whole runs (from start, windows filling): events per collector CPU-second: off {med[False] / 1e6:.3f} M "
               f"({ns[False]:.0f} ns/event), on {med[True] / 1e6:.3f} M ({ns[True]:.0f} ns/event); "
               f"ratio on/off {med[True] / med[False]:.3f}")
+        if all(x["steady"] for v in res.values() for x in v):
+            sn = {k: statistics.median(x["steady"]["ns"] for x in v) for k, v in res.items()}
+            sl = statistics.median(x["steady"]["live_ns"] for x in res[True])
+            print(f"median steady state (from {a.steady:g} s into each run until the producers stop): "
+                  f"collector CPU per event off {sn[False]:.0f} ns, on {sn[True]:.0f} ns "
+                  f"(live thread {sl:.0f} ns); throughput per core on/off {sn[False] / sn[True]:.3f}")
         rate = {k: statistics.median(x["ingest_rate"] for x in v) for k, v in res.items()}
         print(f"median ingest rate (stored and acknowledged, wall clock): off {rate[False] / 1e6:.3f} M "
               f"events/s, on {rate[True] / 1e6:.3f} M events/s; ratio {rate[True] / rate[False]:.3f}")

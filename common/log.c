@@ -22,6 +22,8 @@ void iot_log_init(const char *program, enum iot_log_level level)
 
 void iot_log_set_level(enum iot_log_level level) { threshold = level; }
 
+int iot_log_enabled(enum iot_log_level level) { return level <= threshold; }
+
 int iot_log_parse_level(const char *name)
 {
     for (int i = 0; i <= IOT_LOG_DEBUG; i++)

@@ -410,19 +410,28 @@ static int store_batch(struct collector *c, const uint8_t *data, size_t len, con
 }
 
 /* The agents' clock samples are stored like any batch and used at export;
- * the debug log shows them as they come. */
-static void log_clock(const iot_batch *b, const iot_body *body)
+ * the debug log shows them as they come (decoding the body only then). */
+static void log_clock(const iot_batch *b)
 {
+    if (b->producer->kind != IOTRACE__PRODUCER_KIND__PRODUCER_AGENT ||
+        !iot_log_enabled(IOT_LOG_DEBUG))
+        return;
+    char why[REASON_MAX];
+    iot_body *body = iot_wire_body(b, why, sizeof why);
+    if (!body) {
+        iot_debug("agent %s clock batch: %s", b->producer->node, why);
+        return;
+    }
     for (size_t i = 0; i < body->n_clock; i++) {
         const Iotrace__ClockSync *s = body->clock[i];
         iot_debug("agent %s clock: offset %lld ns, rtt %llu ns, error bound %llu ns (at %lld)",
                   b->producer->node, (long long)s->offset_ns, (unsigned long long)s->rtt_ns,
                   (unsigned long long)(s->rtt_ns / 2 + (s->rtt_ns & 1)), (long long)s->local_ns);
     }
+    iot_wire_free_body(body);
 }
 
-static void accept_batch(struct collector *c, struct message *m, const iot_batch *b,
-                         const iot_body *body)
+static void accept_batch(struct collector *c, struct message *m, const iot_batch *b)
 {
     char key[KEY_MAX];
     if (iot_wire_producer_key(b->producer, key, sizeof key) < 0) {
@@ -440,7 +449,7 @@ static void accept_batch(struct collector *c, struct message *m, const iot_batch
         return;
     }
     queue_ack(c, m, IOT_ACK_STORED, key, b->epoch, b->seq, "");
-    log_clock(b, body);
+    log_clock(b);
     c->count.batches++;
     c->count.events += b->event_count;
     c->bytes_stored += frame_size(m, 3);
@@ -462,13 +471,15 @@ static void handle_batch(struct collector *c, struct message *m, struct group *g
     g->batches++;
     g->bytes += frame_size(m, 3);
     char reason[REASON_MAX] = "";
+    /* The envelope, its sizes and the body's checksum are checked; the body
+     * itself is decoded by whoever reads the store (the live analysis at
+     * once), which counts one that cannot be decoded as dropped events of
+     * its producer: decoding it here too would double ingest's cost. */
     iot_batch *b = iot_wire_open(frame_data(m, 3), frame_size(m, 3), reason, sizeof reason);
-    iot_body *body = b ? iot_wire_body(b, reason, sizeof reason) : NULL;
-    if (body)
-        accept_batch(c, m, b, body);
+    if (b)
+        accept_batch(c, m, b);
     else
-        reject_batch(c, m, b, reason);
-    iot_wire_free_body(body);
+        reject_batch(c, m, NULL, reason);
     iot_wire_free_batch(b);
 }
 

@@ -7,6 +7,7 @@
 
 #include "fail.h"
 #include "iot_functions.h"
+#include "log.h"
 #include "store.h"
 #include "wire.h"
 
@@ -374,6 +375,24 @@ static int read_body(struct reader *r, uint32_t prod, const iot_body *body)
     return read_drops(r, prod, body);
 }
 
+/* A stored batch whose envelope is sound (the collector checked it and its
+ * checksum before storing) but whose body cannot be decoded: its events
+ * are lost, and counted as a drop of its producer, at the time it was
+ * stored. */
+static int read_unreadable(struct reader *r, uint32_t prod, const iot_batch *b, uint64_t recv_ns,
+                           const char *why)
+{
+    iot_warn("stored batch %llu of %s (received at %llu ns) cannot be decoded: %s; its %u "
+             "events are counted as dropped (unreadable)",
+             (unsigned long long)r->d->batches, r->d->keys.str[prod], (unsigned long long)recv_ns,
+             why, b->event_count);
+    r->d->unreadable_batches++;
+    struct xp_event ev = {.kind = XP_DROP, .producer = prod, .job = r->d->producers[prod].job,
+                          .func = IOTRACE__DROP_REASON__DROP_UNREADABLE, .bytes = b->event_count,
+                          .t_start = (int64_t)recv_ns, .t_end = (int64_t)recv_ns, .offset = -1};
+    return emit(r, &ev);
+}
+
 static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
 {
     struct reader *r = ctx;
@@ -382,13 +401,14 @@ static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
     iot_batch *b = iot_wire_open(buf, len, why, sizeof why);
     iot_body *body = b ? iot_wire_body(b, why, sizeof why) : NULL;
     int rc = -1;
-    if (!body)
+    uint32_t prod = b ? producer_index(r->d, b) : UINT32_MAX;
+    if (!b)
         iot_fail(r->err, r->errlen, "stored batch %llu (received at %llu ns) cannot be decoded: %s",
              (unsigned long long)n, (unsigned long long)recv_ns, why);
+    else if (prod == UINT32_MAX)
+        iot_fail(r->err, r->errlen, "out of memory");
     else {
-        uint32_t prod = producer_index(r->d, b);
-        rc = prod == UINT32_MAX ? iot_fail(r->err, r->errlen, "out of memory")
-                                : read_body(r, prod, body);
+        rc = body ? read_body(r, prod, body) : read_unreadable(r, prod, b, recv_ns, why);
         if (rc == 0 && r->done)
             rc = r->done(r->ctx, r->d, prod, recv_ns, r->err, r->errlen) ? -1 : 0;
     }
@@ -437,11 +457,11 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
     if (!b)
         rc = iot_fail(r->err, r->errlen, "a stored batch (received at %llu ns) cannot be decoded: %s",
                   (unsigned long long)recv_ns, why);
-    else if (b->producer->kind == IOTRACE__PRODUCER_KIND__PRODUCER_AGENT &&
-             !(body = iot_wire_body(b, why, sizeof why)))
-        rc = iot_fail(r->err, r->errlen, "a stored clock batch (received at %llu ns) cannot be "
-                  "decoded: %s", (unsigned long long)recv_ns, why);
     else {
+        /* An unreadable clock batch only lacks its samples here; the
+         * event pass counts it. */
+        if (b->producer->kind == IOTRACE__PRODUCER_KIND__PRODUCER_AGENT)
+            body = iot_wire_body(b, why, sizeof why);
         uint32_t node = xp_intern(&r->d->nodes, b->producer->node);
         if (node == UINT32_MAX || ensure_clocks(r->d) < 0 || note_producer(r, b) < 0 ||
             (body && add_samples(r->d, node, body) < 0))
@@ -463,8 +483,7 @@ int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t re
         iot_body *body = iot_wire_body(b, why, sizeof why);
         uint32_t node = xp_intern(&d->nodes, b->producer->node);
         if (!body)
-            rc = iot_fail(err, errlen, "a stored clock batch (received at %llu ns) cannot be "
-                      "decoded: %s", (unsigned long long)recv_ns, why);
+            ; /* counted by on_batch below */
         else if (node == UINT32_MAX || ensure_clocks(d) < 0 || add_samples(d, node, body) < 0)
             rc = iot_fail(err, errlen, "out of memory");
         else

@@ -80,6 +80,7 @@ struct xp_data {
     struct xp_file *files; /* open addressing on (producer, id) */
     size_t files_size, files_used;
     uint64_t batches, events;
+    uint64_t unreadable_batches; /* stored, but their bodies cannot be decoded */
 };
 
 /* Receives every event; a non-zero return stops reading (err must be set). */

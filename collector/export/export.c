@@ -77,7 +77,8 @@ static const struct iot_opts_spec spec = {
 };
 
 static const char *const kind_names[] = {"mpiio", "posix", "disk", "drop"};
-static const char *const drop_reasons[] = {"buffer_full", "send_failed", "internal"};
+static const char *const drop_reasons[] = {"buffer_full", "send_failed", "internal",
+                                           "unreadable"};
 
 /* --jsonl: events are collected, then sorted. */
 struct event_list {
@@ -216,8 +217,9 @@ static json_t *drop_json(const struct xp_data *d, const struct xp_event *ev)
     json_object_set_new(o, "pid", json_integer(p->pid));
     json_object_set_new(o, "job", job_value(d, ev->job));
     json_object_set_new(o, "rank", rank_value(p));
-    json_object_set_new(o, "reason", ev->func < 3 ? json_string(drop_reasons[ev->func])
-                                                  : json_integer(ev->func));
+    size_t n_reasons = sizeof drop_reasons / sizeof *drop_reasons;
+    json_object_set_new(o, "reason", ev->func < n_reasons ? json_string(drop_reasons[ev->func])
+                                                          : json_integer(ev->func));
     json_object_set_new(o, "count", json_integer((json_int_t)ev->bytes));
     json_object_set_new(o, "t_start", json_integer(ev->t_start));
     json_object_set_new(o, "t_end", json_integer(ev->t_end));

@@ -47,31 +47,10 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import free_port  # noqa: E402
-
-CLK = os.sysconf("SC_CLK_TCK")
-
-
-def thread_cpu(pid):
-    """{thread name: CPU seconds}, threads of one name summed."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK
-    return out
-
+from testlib import free_port, thread_cpu  # noqa: E402
 
 def process_cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / CLK
+    return sum(thread_cpu(pid).values())
 
 
 def status(hport):

@@ -40,28 +40,12 @@ import tempfile
 import time
 import urllib.request
 
-CLK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import free_port, thread_cpu  # noqa: E402
 
 def cpu_s(pid, thread_name=None):
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        if thread_name is None or name == thread_name:
-            total += int(fields[11]) + int(fields[12])
-    return total / CLK
+    t = thread_cpu(pid)
+    return sum(t.values()) if thread_name is None else t.get(thread_name, 0.0)
 
 
 def rss_kib(pid, key="VmRSS"):

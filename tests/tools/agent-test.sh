@@ -299,6 +299,25 @@ case_garbage() {
     return 0
 }
 
+# Messages larger than any batch may be (64 MiB) are refused before they
+# reach the agent's memory, and producers that behave are still served.
+case_huge() {
+    start_collector
+    start_agent
+    run_producer huge --bad huge --batches 4 --events-per-batch 50
+    run_producer good --batches 10 --events-per-batch 100
+    wait_for 20 "10 stored batches" has_stored 10
+    kill -0 "$APID" 2>/dev/null || fail "agent died on huge messages"
+    local hwm
+    hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$APID/status")
+    echo "agent peak RSS $hwm KiB"
+    [ "$hwm" -lt 65536 ] || fail "agent peak RSS $hwm KiB after huge messages"
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    check_exactly_once "$(producer_key good)" 10
+    expect_stat received 10
+}
+
 case_backpressure() {
     start_collector --no-ack
     start_agent --max-pending 200K --drain-timeout 0.5s

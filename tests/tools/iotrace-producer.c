@@ -291,8 +291,8 @@ static void set_version(uint8_t **buf, size_t *len, uint32_t version)
     iotrace__batch__free_unpacked(b, NULL);
 }
 
-static const char *const bad_kinds[] = {"truncated", "flip",  "version",  "magic",
-                                        "garbage",   "empty", "multipart"};
+static const char *const bad_kinds[] = {"truncated", "flip",      "version", "magic",
+                                        "garbage",   "empty",     "multipart", "huge"};
 
 /* Turns a valid batch into the named kind of garbage. */
 static void corrupt(struct producer *p, const char *kind, uint8_t **buf, size_t *len)
@@ -310,6 +310,16 @@ static void corrupt(struct producer *p, const char *kind, uint8_t **buf, size_t 
             (*buf)[i] = (uint8_t)next_rand(p);
     else if (!strcmp(kind, "empty"))
         *len = 0;
+    else if (!strcmp(kind, "huge")) { /* larger than any batch may be */
+        size_t n = (size_t)IOT_WIRE_MAX_BATCH + (1u << 20);
+        uint8_t *big = calloc(1, n);
+        if (big) {
+            memcpy(big, *buf, *len);
+            free(*buf);
+            *buf = big;
+            *len = n;
+        }
+    }
 }
 
 static int send_bad(struct producer *p)

@@ -638,11 +638,16 @@ static int sync_segment(struct iot_store *s)
 {
     if (flush_buffer(s) < 0)
         return -1;
-    if (fdatasync(s->fd) < 0) {
-        char name[32];
-        segment_name(name, sizeof name, s->segment);
+    char name[32];
+    segment_name(name, sizeof name, s->segment);
+    if (fdatasync(s->fd) < 0)
         return store_fail(s, "fdatasync of %s/%s failed: %s", s->dir, name, strerror(errno));
-    }
+    /* Synced into a file nobody can open any more is not stored: a store
+     * deleted under the collector must stop the acknowledgements. */
+    struct stat st;
+    if (fstat(s->fd, &st) == 0 && st.st_nlink == 0)
+        return store_fail(s, "store segment %s/%s was deleted while in use (was the store "
+                          "directory removed?)", s->dir, name);
     return 0;
 }
 

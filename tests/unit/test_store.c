@@ -260,6 +260,27 @@ static void test_large_record_own_segment(void **state)
     assert_int_equal(file_size(path), IOT_STORE_FILE_HEADER + IOT_STORE_RECORD_HEADER + 100);
 }
 
+/* A store removed under its writer: syncing into the unlinked segment
+ * fails, so that nothing more is acknowledged as stored. */
+static void test_deleted_under_writer(void **state)
+{
+    struct fixture *f = *state;
+    char err[512];
+    struct iot_store *s = iot_store_open(f->dir, 1, err, sizeof err);
+    assert_non_null(s);
+    static uint8_t rec[100];
+    assert_int_equal(iot_store_append(s, rec, sizeof rec, 1), 0);
+    assert_int_equal(iot_store_sync(s), 0);
+    char path[256];
+    seg_path(path, sizeof path, f->dir, 1);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(iot_store_append(s, rec, sizeof rec, 2), 0);
+    assert_int_equal(iot_store_sync(s), -1);
+    assert_non_null(strstr(iot_store_error(s), "was deleted while in use"));
+    assert_int_equal(iot_store_append(s, rec, sizeof rec, 3), -1); /* and stays failed */
+    iot_store_close(s);
+}
+
 static void torn_tail_case(const char *dir, const void *tail, size_t tail_len)
 {
     write_records(dir, 0, 10, 0);
@@ -430,6 +451,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follow_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_record_own_segment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deleted_under_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_partial_payload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_partial_header, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_bad_crc, setup, teardown),

@@ -305,6 +305,17 @@ def check_damage(tmp, store):
                 "at offset 16", "collector on a damaged store")
     bad = damaged_copy(tmp, store, "magic", 0, 0x20)
     expect_fail([EXPORT, "--store", bad, "--list-jobs"], 1, "bad file magic", "bad file magic")
+    # The last segment cut short (no collector holds the store): what is
+    # before the cut is read, and the loss is said.
+    for name, cut, what in (("cut-record", -10, "ends inside a record"),
+                            ("cut-empty", 0, "ends inside its file header")):
+        bad = os.path.join(tmp, name)
+        shutil.copytree(store, bad)
+        last = os.path.join(bad, segments(bad)[-1])
+        os.truncate(last, os.path.getsize(last) + cut if cut < 0 else cut)
+        r = run([EXPORT, "--store", bad, "--list-jobs"])
+        check(r.returncode == 0 and what in r.stderr and "a crash or a truncation" in r.stderr,
+              f"{name}: rc {r.returncode}, stderr {r.stderr!r}")
 
 
 def fuzz_run(tmp):

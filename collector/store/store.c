@@ -297,6 +297,32 @@ static int open_segment(const char *dir, uint32_t num, int flags, uint64_t *size
     return fd;
 }
 
+/* Whether a collector holds the store (its writes may be in progress). */
+static int store_in_use(const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/LOCK", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int busy = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+    close(fd); /* releases a shared lock just taken */
+    return busy;
+}
+
+/* The last segment may end inside a record (or its file header) while a
+ * collector writes it; without one, that is a crash or a truncation, and
+ * what was cut off is lost: said, not passed over. */
+static void report_cut_end(const char *dir, const char *name, uint64_t off, uint64_t size,
+                           const char *what)
+{
+    if (store_in_use(dir))
+        return;
+    iot_warn("store: %s/%s ends inside %s at offset %llu of %llu bytes (a crash or a "
+             "truncation): nothing after it can be read",
+             dir, name, what, (unsigned long long)off, (unsigned long long)size);
+}
+
 static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_reader *r,
                         iot_store_scan_fn fn, void *ctx, char *err, size_t errlen)
 {
@@ -308,8 +334,10 @@ static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_r
     int rc = check_file_header(r->fd, r->size, why, sizeof why);
     if (rc != 0) {
         close(r->fd);
-        if (rc > 0 && is_last)
-            return 0; /* a writer has just created it */
+        if (rc > 0 && is_last) { /* a writer may have just created it */
+            report_cut_end(dir, name, 0, r->size, "its file header");
+            return 0;
+        }
         return iot_fail(err, errlen, "%s/%s: %s", dir, name,
                     rc > 0 ? "truncated inside its file header" : why);
     }
@@ -320,6 +348,8 @@ static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_r
     while (rc == 0 && (res = read_record(r, &h, why, sizeof why)) == REC_OK)
         rc = fn(ctx, r->payload, h.len, h.recv_ns);
     close(r->fd);
+    if (rc == 0 && res == REC_SHORT && is_last)
+        report_cut_end(dir, name, r->off, r->size, "a record");
     if (rc != 0 || res == REC_END || (res == REC_SHORT && is_last))
         return rc;
     if (res == REC_SHORT)

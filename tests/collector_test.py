@@ -254,6 +254,10 @@ def check_errors(tmp, store):
                 "--clock with another output")
     expect_fail([E, "--store", store, "--clock", "--job", "job7"], 2, "takes neither",
                 "--clock with --job")
+    expect_fail([E, "--store", store, "--verify", "--job", "job7"], 2, "takes neither",
+                "--verify with --job")
+    expect_fail([E, "--store", store, "--verify", "--clock"], 2, "exactly one of",
+                "--verify with another output")
     expect_fail([E, "--store", store, "--bogus"], 2, "unknown option", "unknown option")
     expect_fail([E, "--store", store, "--jsonl", "-", "extra"], 2, "unexpected argument",
                 "stray argument")
@@ -305,6 +309,16 @@ def check_damage(tmp, store):
                 "at offset 16", "collector on a damaged store")
     bad = damaged_copy(tmp, store, "magic", 0, 0x20)
     expect_fail([EXPORT, "--store", bad, "--list-jobs"], 1, "bad file magic", "bad file magic")
+    # --verify reads everything: the damaged copy fails at the CRC, the
+    # store itself holds the one batch whose body does not decode.
+    r = run([EXPORT, "--store", os.path.join(tmp, "crc"), "--verify"])
+    check(r.returncode == 1 and "damage " in r.stdout and "CRC mismatch" in r.stdout
+          and "verdict damaged" in r.stdout, f"--verify of a damaged store: {r.stdout!r}")
+    r = run([EXPORT, "--store", store, "--verify"])
+    want = ["batches 86", "unreadable_batches 1", "unreadable_events 3", "end complete",
+            "verdict damaged"]
+    check(r.returncode == 1 and all(w in r.stdout.splitlines() for w in want),
+          f"--verify of the test store: rc {r.returncode} {r.stdout!r}")
     # The last segment cut short (no collector holds the store): what is
     # before the cut is read, and the loss is said.
     for name, cut, what in (("cut-record", -10, "ends inside a record"),
@@ -316,6 +330,9 @@ def check_damage(tmp, store):
         r = run([EXPORT, "--store", bad, "--list-jobs"])
         check(r.returncode == 0 and what in r.stderr and "a crash or a truncation" in r.stderr,
               f"{name}: rc {r.returncode}, stderr {r.stderr!r}")
+        r = run([EXPORT, "--store", bad, "--verify"])
+        check(r.returncode == 1 and f"end {segments(bad)[-1]} cut at offset" in r.stdout
+              and "verdict damaged" in r.stdout, f"{name} --verify: {r.stdout!r}")
 
 
 def fuzz_run(tmp):

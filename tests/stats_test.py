@@ -277,6 +277,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="iot-stats-test-")
     try:
         store = make_store(tmp)
+        r = run([EXPORT, "--store", store, "--verify"])
+        check(r.returncode == 0 and "verdict ok" in r.stdout and "end complete" in r.stdout
+              and "unreadable_batches 0" in r.stdout, f"--verify of a sound store: {r.stdout!r}")
         check_json(store)
         check_text(store)
         check_unaligned(store)

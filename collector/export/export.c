@@ -20,6 +20,7 @@
 #include "opts.h"
 #include "slog2_read.h"
 #include "slog2_write.h"
+#include "store.h"
 #include "wire.h"
 
 static char *opt_store;
@@ -27,6 +28,7 @@ static char *opt_job;
 static char *opt_jsonl;
 static int opt_list_jobs;
 static int opt_clock;
+static int opt_verify;
 static int opt_no_align;
 static char *opt_dump_slog2;
 static int opt_stats;
@@ -45,6 +47,7 @@ static const struct iot_opt options[] = {
     {"jsonl", 0, IOT_OPT_STRING, &opt_jsonl, "FILE", "write one JSON object per event to FILE ('-': standard output)"},
     {"list-jobs", 0, IOT_OPT_FLAG, &opt_list_jobs, NULL, "print one line per job in the store"},
     {"clock", 0, IOT_OPT_FLAG, &opt_clock, NULL, "print one line per node: clock samples, offset to the collector, round trip, error bound, drift"},
+    {"verify", 0, IOT_OPT_FLAG, &opt_verify, NULL, "read and check the whole store (every record's checksum, every batch's envelope and body) and print what it holds and any damage; exit 1 if there is any"},
     {"stats", 0, IOT_OPT_FLAG, &opt_stats, NULL, "print statistics per job: calls per function, disk operations per call, servers, amplification, unmatched and lost events, clocks (docs/statistics.md)"},
     {"format", 0, IOT_OPT_STRING, &opt_format, "text|json", "--stats output format (default text)"},
     {"slog2", 0, IOT_OPT_STRING, &opt_slog2, "FILE", "write an SLOG-2 file for Jumpshot: a timeline per rank and storage-server thread, states, arrows from each MPI-IO call to its disk operations"},
@@ -69,6 +72,7 @@ static const struct iot_opts_spec spec = {
                 "[--from SEC] [--to SEC] [--layers LIST] [--leaf-size BYTES] [--children N] "
                 "[--lateness MS] [--grace MS]\n"
                 "   or: iotrace-export --store DIR --clock\n"
+                "   or: iotrace-export --store DIR --verify\n"
                 "   or: iotrace-export --dump-slog2 FILE",
     .description = "Exports the events in an iotrace collector store.  See docs/export.md.",
     .opts = options,
@@ -546,9 +550,12 @@ static void check_options(int argc, char **argv, int first)
     }
     if (!opt_store || !opt_store[0])
         usage_error("--store DIR is required");
-    if ((opt_jsonl != NULL) + opt_list_jobs + opt_clock + opt_stats + (opt_slog2 != NULL) != 1)
-        usage_error("give exactly one of --jsonl FILE, --list-jobs, --stats, --slog2 FILE and "
-                    "--clock");
+    if ((opt_jsonl != NULL) + opt_list_jobs + opt_clock + opt_stats + (opt_slog2 != NULL) +
+            opt_verify != 1)
+        usage_error("give exactly one of --jsonl FILE, --list-jobs, --stats, --slog2 FILE, "
+                    "--clock and --verify");
+    if (opt_verify && (opt_job || opt_no_align))
+        usage_error("--verify checks the whole store and takes neither --job nor --no-align");
     if (!opt_stats && opt_format)
         usage_error("--format goes with --stats only");
     if (!opt_stats && !opt_slog2 && (opt_lateness_ms >= 0 || opt_grace_ms >= 0))
@@ -578,7 +585,7 @@ static void check_options(int argc, char **argv, int first)
 static int dump_slog2(int argc, int first)
 {
     char err[512];
-    if (first < argc || opt_store || opt_job || opt_jsonl || opt_list_jobs || opt_clock ||
+    if (first < argc || opt_store || opt_job || opt_jsonl || opt_list_jobs || opt_clock || opt_verify ||
         opt_no_align || opt_stats || opt_format || opt_lateness_ms >= 0 || opt_grace_ms >= 0 ||
         opt_slog2 || opt_from || opt_to || opt_layers || opt_leaf_size || opt_children >= 0)
         usage_error("--dump-slog2 FILE takes no other option or argument");
@@ -593,6 +600,66 @@ static int dump_slog2(int argc, int first)
     return IOT_EXIT_OK;
 }
 
+
+/* --verify: everything in the store read and decoded, nothing kept. */
+struct verify {
+    uint64_t batches, events, unreadable, unreadable_events, bad_envelopes;
+};
+
+static int verify_record(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
+{
+    struct verify *v = ctx;
+    char why[256];
+    iot_batch *b = iot_wire_open(buf, len, why, sizeof why);
+    if (!b) {
+        if (++v->bad_envelopes <= 10)
+            iot_warn("record received at %llu ns: %s", (unsigned long long)recv_ns, why);
+        return 0;
+    }
+    v->batches++;
+    v->events += b->event_count;
+    iot_body *body = iot_wire_body(b, why, sizeof why);
+    if (!body) {
+        v->unreadable_events += b->event_count;
+        if (++v->unreadable <= 10)
+            iot_warn("batch received at %llu ns (%u events): %s", (unsigned long long)recv_ns,
+                     b->event_count, why);
+    }
+    iot_wire_free_body(body);
+    iot_wire_free_batch(b);
+    return 0;
+}
+
+static int verify_store(void)
+{
+    struct verify v = {0};
+    struct iot_store_scan_info info;
+    char err[512];
+    int rc = iot_store_scan_info(opt_store, verify_record, &v, &info, err, sizeof err);
+    if (rc < 0 && info.segments == 0) /* not a store at all */
+        return data_error("%s%s", "", err);
+    printf("segments %u\nbytes %llu\nrecords %llu\nbatches %llu\nevents %llu\n"
+           "unreadable_batches %llu\nunreadable_events %llu\nbad_envelopes %llu\n",
+           info.segments, (unsigned long long)info.bytes, (unsigned long long)info.records,
+           (unsigned long long)v.batches, (unsigned long long)v.events,
+           (unsigned long long)v.unreadable, (unsigned long long)v.unreadable_events,
+           (unsigned long long)v.bad_envelopes);
+    int cut = info.cut_segment[0] && !info.writer;
+    if (info.cut_segment[0])
+        printf("end %s cut at offset %llu of %llu bytes%s\n", info.cut_segment,
+               (unsigned long long)info.cut_offset, (unsigned long long)info.cut_size,
+               info.writer ? " (a collector is writing it)" : "");
+    else if (rc == 0)
+        printf("end complete\n");
+    if (rc < 0)
+        printf("damage %s\n", err);
+    int bad = rc < 0 || cut || v.unreadable || v.bad_envelopes;
+    printf("verdict %s\n", bad ? "damaged" : "ok");
+    if (fflush(stdout) != 0)
+        return data_error("cannot write the report: %s%s", strerror(errno), "");
+    return bad ? data_error("%s: %s", opt_store, "the store is damaged (see the report)")
+               : IOT_EXIT_OK;
+}
 
 /* --clock: one line per node, sorted by name. */
 static int cmp_node(const void *a, const void *b)
@@ -771,7 +838,8 @@ int main(int argc, char **argv)
         xp_data_free(&d);
         return data_error("%s%s", "out of memory", "");
     }
-    int rc = opt_clock   ? clock_report(&d)
+    int rc = opt_verify  ? verify_store()
+             : opt_clock ? clock_report(&d)
              : opt_stats ? stats(&d, job)
              : opt_slog2 ? slog2(&d, job)
                          : export_events(&d, job);

@@ -314,9 +314,16 @@ static int store_in_use(const char *dir)
  * collector writes it; without one, that is a crash or a truncation, and
  * what was cut off is lost: said, not passed over. */
 static void report_cut_end(const char *dir, const char *name, uint64_t off, uint64_t size,
-                           const char *what)
+                           const char *what, struct iot_store_scan_info *info)
 {
-    if (store_in_use(dir))
+    int writer = store_in_use(dir);
+    if (info) {
+        info->writer = writer;
+        snprintf(info->cut_segment, sizeof info->cut_segment, "%s", name);
+        info->cut_offset = off;
+        info->cut_size = size;
+    }
+    if (writer)
         return;
     iot_warn("store: %s/%s ends inside %s at offset %llu of %llu bytes (a crash or a "
              "truncation): nothing after it can be read",
@@ -324,18 +331,23 @@ static void report_cut_end(const char *dir, const char *name, uint64_t off, uint
 }
 
 static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_reader *r,
-                        iot_store_scan_fn fn, void *ctx, char *err, size_t errlen)
+                        iot_store_scan_fn fn, void *ctx, struct iot_store_scan_info *info,
+                        char *err, size_t errlen)
 {
     char name[32], why[256] = "";
     segment_name(name, sizeof name, num);
     r->fd = open_segment(dir, num, O_RDONLY, &r->size, err, errlen);
     if (r->fd < 0)
         return -1;
+    if (info) {
+        info->segments++;
+        info->bytes += r->size;
+    }
     int rc = check_file_header(r->fd, r->size, why, sizeof why);
     if (rc != 0) {
         close(r->fd);
         if (rc > 0 && is_last) { /* a writer may have just created it */
-            report_cut_end(dir, name, 0, r->size, "its file header");
+            report_cut_end(dir, name, 0, r->size, "its file header", info);
             return 0;
         }
         return iot_fail(err, errlen, "%s/%s: %s", dir, name,
@@ -345,11 +357,14 @@ static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_r
     struct rec_header h;
     enum rec_result res = REC_END;
     rc = 0;
-    while (rc == 0 && (res = read_record(r, &h, why, sizeof why)) == REC_OK)
+    while (rc == 0 && (res = read_record(r, &h, why, sizeof why)) == REC_OK) {
+        if (info)
+            info->records++;
         rc = fn(ctx, r->payload, h.len, h.recv_ns);
+    }
     close(r->fd);
     if (rc == 0 && res == REC_SHORT && is_last)
-        report_cut_end(dir, name, r->off, r->size, "a record");
+        report_cut_end(dir, name, r->off, r->size, "a record", info);
     if (rc != 0 || res == REC_END || (res == REC_SHORT && is_last))
         return rc;
     if (res == REC_SHORT)
@@ -361,6 +376,14 @@ static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_r
 
 int iot_store_scan(const char *dir, iot_store_scan_fn fn, void *ctx, char *err, size_t errlen)
 {
+    return iot_store_scan_info(dir, fn, ctx, NULL, err, errlen);
+}
+
+int iot_store_scan_info(const char *dir, iot_store_scan_fn fn, void *ctx,
+                        struct iot_store_scan_info *info, char *err, size_t errlen)
+{
+    if (info)
+        memset(info, 0, sizeof *info);
     struct seglist segs;
     if (list_segments(dir, &segs, err, errlen) < 0)
         return -1;
@@ -371,7 +394,7 @@ int iot_store_scan(const char *dir, iot_store_scan_fn fn, void *ctx, char *err, 
     struct seg_reader r = {.fd = -1};
     int rc = 0;
     for (size_t i = 0; i < segs.n && rc == 0; i++)
-        rc = scan_segment(dir, segs.num[i], i + 1 == segs.n, &r, fn, ctx, err, errlen);
+        rc = scan_segment(dir, segs.num[i], i + 1 == segs.n, &r, fn, ctx, info, err, errlen);
     free(r.payload);
     free(segs.num);
     return rc;

@@ -60,6 +60,19 @@ int iot_store_close(struct iot_store *s);
  * the segment file and byte offset.  Returns 0 at the end, -1 on error. */
 int iot_store_scan(const char *dir, iot_store_scan_fn fn, void *ctx, char *err, size_t errlen);
 
+/* What a scan read, for checking a whole store (iotrace-export --verify). */
+struct iot_store_scan_info {
+    uint32_t segments;
+    uint64_t records, bytes; /* records read; bytes of the segment files read */
+    int writer;              /* a collector held the store */
+    char cut_segment[32];    /* non-empty: the last segment ends inside a record or its header */
+    uint64_t cut_offset, cut_size; /* where, and the segment's size */
+};
+
+/* iot_store_scan, filling *info as it goes (also when it fails). */
+int iot_store_scan_info(const char *dir, iot_store_scan_fn fn, void *ctx,
+                        struct iot_store_scan_info *info, char *err, size_t errlen);
+
 /* Bytes in the store's segment files; -1 if the directory cannot be read. */
 int64_t iot_store_bytes(const char *dir);
 

@@ -28,3 +28,12 @@ set_tests_properties(collector.store collector.dedup collector.clockmap PROPERTI
 add_test(NAME collector.http_access
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/http_test.py $<TARGET_FILE:iotrace-collector>)
 set_tests_properties(collector.http_access PROPERTIES LABELS collector TIMEOUT 120)
+
+# A full disk under the real collector, agent and producer: the store on a
+# small tmpfs the test mounts (root; skipped where mounting is not allowed).
+add_test(NAME collector.disk_full
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/disk_full_test.py
+          $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+          $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
+set_tests_properties(collector.disk_full PROPERTIES LABELS collector TIMEOUT 180
+                     SKIP_RETURN_CODE 77)

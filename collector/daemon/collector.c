@@ -131,6 +131,11 @@ struct ack {
     uint64_t epoch, seq;
     uint8_t status;
     char reason[REASON_MAX];
+    /* STORED: what the batch adds to the counters once it is durable, and
+     * where its record ends in the store */
+    uint64_t events, bytes;
+    unsigned kind;
+    struct iot_store_pos end;
 };
 
 struct message {
@@ -157,6 +162,11 @@ struct collector {
     int dirty;     /* appended since the last sync */
     int fatal;
     int64_t next_stats;
+    /* Out of space: batches are neither stored nor acknowledged (the agents
+     * keep them and send them again) until a retry finds room. */
+    int full;
+    int64_t full_since, full_retry, full_logged; /* monotonic */
+    uint64_t deferred;                           /* batches not acknowledged for it */
 };
 
 struct group {
@@ -394,17 +404,68 @@ static void reject_batch(struct collector *c, struct message *m, const iot_batch
     report(c, m, "rejected batch: %s", reason);
 }
 
-static int store_batch(struct collector *c, const uint8_t *data, size_t len, const char *key,
-                       uint64_t epoch, uint64_t seq)
+#define FULL_RETRY_NS (5 * 1000000000ll)
+#define FULL_LOG_NS (60 * 1000000000ll)
+
+/* No room in the store: what this group appended is not acknowledged (the
+ * store cuts it away when it recovers), and nothing is stored until a retry
+ * finds room; the collector stays up, answering everything else. */
+static void enter_full(struct collector *c)
 {
-    if (iot_store_append(c->store, data, len, (uint64_t)iot_now_ns()) < 0) {
-        iot_err("store: %s", iot_store_error(c->store));
-        return -1;
+    int64_t now = iot_mono_ns();
+    if (!c->full) {
+        iot_warn("store: %s: batches are not acknowledged until there is room again (the "
+                 "agents keep them and send them again); trying every %lld s",
+                 iot_store_error(c->store), FULL_RETRY_NS / 1000000000ll);
+        c->full = 1;
+        c->full_since = c->full_logged = now;
     }
-    c->dirty = 1;
-    if (iot_dedup_add(c->dedup, key, epoch, seq) < 0) {
-        iot_err("out of memory in the duplicate table");
-        return -1;
+    c->full_retry = now + FULL_RETRY_NS;
+    c->dirty = 0;
+}
+
+static void try_leave_full(struct collector *c)
+{
+    int64_t now = iot_mono_ns();
+    if (!c->full || now < c->full_retry)
+        return;
+    if (iot_store_recover(c->store) < 0) {
+        c->full_retry = now + FULL_RETRY_NS;
+        if (now - c->full_logged >= FULL_LOG_NS) {
+            iot_warn("store: still no room after %lld s (%s); %llu batches not acknowledged",
+                     (long long)((now - c->full_since) / 1000000000ll),
+                     iot_store_error(c->store), (unsigned long long)c->deferred);
+            c->full_logged = now;
+        }
+        return;
+    }
+    iot_info("store: writing again after %lld s without room (%llu batches were not "
+             "acknowledged; the agents send them again)",
+             (long long)((now - c->full_since) / 1000000000ll), (unsigned long long)c->deferred);
+    c->full = 0;
+}
+
+/* A store failure other than a full disk ends the collector. */
+static int store_failed(struct collector *c)
+{
+    if (iot_store_out_of_space(c->store)) {
+        enter_full(c);
+        return 0;
+    }
+    iot_err("store: %s", iot_store_error(c->store));
+    c->fatal = 1;
+    return -1;
+}
+
+/* STORED acknowledgements of this group wait for its sync: the batch is a
+ * duplicate of one of them too. */
+static int in_group(const struct collector *c, const char *key, uint64_t epoch, uint64_t seq)
+{
+    for (size_t i = 0; i < c->n_acks; i++) {
+        const struct ack *a = &c->acks[i];
+        if (a->status == IOT_ACK_STORED && a->seq == seq && a->epoch == epoch &&
+            strcmp(a->key, key) == 0)
+            return 1;
     }
     return 0;
 }
@@ -438,27 +499,96 @@ static void accept_batch(struct collector *c, struct message *m, const iot_batch
         reject_batch(c, m, NULL, "producer node name too long");
         return;
     }
-    if (iot_dedup_contains(c->dedup, key, b->epoch, b->seq)) {
+    if (iot_dedup_contains(c->dedup, key, b->epoch, b->seq) ||
+        in_group(c, key, b->epoch, b->seq)) {
         queue_ack(c, m, IOT_ACK_DUPLICATE, key, b->epoch, b->seq, "");
         c->count.dup_batches++;
         c->count.dup_events += b->event_count;
         return;
     }
-    if (store_batch(c, frame_data(m, 3), frame_size(m, 3), key, b->epoch, b->seq) < 0) {
-        c->fatal = 1;
+    if (c->full) { /* kept by the agent, sent again */
+        c->deferred++;
         return;
     }
-    queue_ack(c, m, IOT_ACK_STORED, key, b->epoch, b->seq, "");
+    if (iot_store_append(c->store, frame_data(m, 3), frame_size(m, 3), (uint64_t)iot_now_ns()) < 0) {
+        if (store_failed(c) == 0)
+            c->deferred++;
+        return;
+    }
+    c->dirty = 1;
+    struct ack *a = queue_ack(c, m, IOT_ACK_STORED, key, b->epoch, b->seq, "");
+    a->events = b->event_count;
+    a->bytes = frame_size(m, 3);
+    a->kind = (unsigned)b->producer->kind < IOT_INGEST_KINDS ? (unsigned)b->producer->kind : 0;
+    iot_store_end(c->store, &a->end);
     log_clock(b);
-    c->count.batches++;
-    c->count.events += b->event_count;
-    c->bytes_stored += frame_size(m, 3);
-    unsigned kind = (unsigned)b->producer->kind < IOT_INGEST_KINDS ? (unsigned)b->producer->kind : 0;
-    c->kind_batches[kind]++;
-    c->kind_events[kind] += b->event_count;
-    struct peer *p = find_peer(c, frame_data(m, 0), frame_size(m, 0));
-    if (p && p->node[0])
-        note_agent(c, p->node, 0, 1, b->event_count);
+}
+
+/* The group is durable: its batches count, and are duplicates from now on. */
+static int count_stored(struct collector *c)
+{
+    for (size_t i = 0; i < c->n_acks; i++) {
+        const struct ack *a = &c->acks[i];
+        if (a->status != IOT_ACK_STORED)
+            continue;
+        if (iot_dedup_add(c->dedup, a->key, a->epoch, a->seq) < 0) {
+            iot_err("out of memory in the duplicate table");
+            c->fatal = 1;
+            return -1;
+        }
+        c->count.batches++;
+        c->count.events += a->events;
+        c->bytes_stored += a->bytes;
+        c->kind_batches[a->kind]++;
+        c->kind_events[a->kind] += a->events;
+        struct peer *p = find_peer(c, a->peer, a->peer_len);
+        if (p && p->node[0])
+            note_agent(c, p->node, 0, 1, a->events);
+    }
+    return 0;
+}
+
+/* Out of space: the STORED acknowledgements of records that no sync
+ * covered are withdrawn (the store cuts those records away when it
+ * recovers; the agents send the batches again).  A rotation inside the
+ * group has made the records before it durable: those stand. */
+#define WITHDRAWN 0xff      /* marks, never sent */
+#define WITHDRAWN_COPY 0xfe
+
+static int withdrawn(const struct collector *c, const struct ack *dup)
+{
+    for (size_t i = 0; i < c->n_acks; i++) {
+        const struct ack *a = &c->acks[i];
+        if (a->status == WITHDRAWN && a->seq == dup->seq && a->epoch == dup->epoch &&
+            strcmp(a->key, dup->key) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void withdraw_stored(struct collector *c)
+{
+    struct iot_store_pos d;
+    iot_store_durable(c->store, &d);
+    for (size_t i = 0; i < c->n_acks; i++) {
+        struct ack *a = &c->acks[i];
+        if (a->status == IOT_ACK_STORED &&
+            !(a->end.segment < d.segment ||
+              (a->end.segment == d.segment && a->end.offset <= d.offset))) {
+            a->status = WITHDRAWN;
+            c->deferred++;
+        }
+    }
+    /* A second copy of a withdrawn batch in the same group was answered
+     * DUPLICATE: that answer goes too, or the agent would let it go. */
+    for (size_t i = 0; i < c->n_acks; i++)
+        if (c->acks[i].status == IOT_ACK_DUPLICATE && withdrawn(c, &c->acks[i]))
+            c->acks[i].status = WITHDRAWN_COPY;
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_acks; i++)
+        if (c->acks[i].status != WITHDRAWN && c->acks[i].status != WITHDRAWN_COPY)
+            c->acks[n++] = c->acks[i];
+    c->n_acks = n;
 }
 
 static void handle_batch(struct collector *c, struct message *m, struct group *g)
@@ -573,6 +703,10 @@ static void publish(struct collector *c, int synced)
     k->bytes_stored = c->bytes_stored;
     k->acks = c->acks_sent;
     k->syncs = c->syncs += (uint64_t)synced;
+    k->deferred = c->deferred;
+    if (c->full && !k->store_full)
+        k->store_full_since_ns = iot_now_ns();
+    k->store_full = c->full;
     if (synced) {
         iot_store_end(c->store, &v->durable);
         pthread_cond_broadcast(&v->stored);
@@ -587,6 +721,7 @@ static void commit_group(struct collector *c)
 {
     struct group g = {0, 0, 0};
     struct message m;
+    try_leave_full(c);
     while (!c->fatal && !group_full(&g) && recv_message(c->sock, &m) > 0) {
         g.messages++;
         handle_message(c, &m, &g);
@@ -594,13 +729,14 @@ static void commit_group(struct collector *c)
     }
     if (c->fatal)
         return;
-    if (c->dirty && iot_store_sync(c->store) < 0) {
-        iot_err("store: %s", iot_store_error(c->store));
-        c->fatal = 1;
+    if (c->dirty && iot_store_sync(c->store) < 0 && store_failed(c) < 0)
         return;
-    }
     int synced = c->dirty;
     c->dirty = 0;
+    if (c->full)
+        withdraw_stored(c);
+    if (count_stored(c) < 0)
+        return;
     send_acks(c);
     publish(c, synced);
 }

@@ -24,6 +24,9 @@ struct ingest_counters {
     uint64_t bytes_stored; /* batch bytes appended and synced */
     uint64_t acks;         /* acknowledgements sent, any status */
     uint64_t syncs;        /* group commits that reached the disk */
+    uint64_t deferred;     /* batches not acknowledged for want of room (sent again) */
+    int store_full;        /* no room in the store now: nothing is acknowledged */
+    int64_t store_full_since_ns; /* CLOCK_REALTIME */
 };
 
 struct ingest_agent {

@@ -779,6 +779,10 @@ json_t *live_status_json(struct live *l)
     int64_t store_bytes = iot_store_bytes(l->cfg.store);
     json_object_set_new(o, "store_bytes", store_bytes < 0 ? json_null() : json_integer(store_bytes));
     json_object_set_new(o, "store_free_bytes", isnan(free_bytes) ? json_null() : json_real(free_bytes));
+    json_object_set_new(o, "store_full", json_boolean(c.store_full));
+    json_object_set_new(o, "store_full_since_s",
+                        c.store_full ? seconds(c.store_full_since_ns) : json_null());
+    json_object_set_new(o, "deferred_batches", u64(c.deferred));
     pthread_mutex_lock(&l->lock);
     size_t running = 0, finished = 0;
     for (size_t i = 1; i < l->n_jobs; i++)
@@ -1068,6 +1072,12 @@ static void collector_metrics(struct buf *b, const struct ingest_counters *c, do
         put(b, "iotrace_collector_store_free_bytes NaN\n");
     else
         put(b, "iotrace_collector_store_free_bytes %.0f\n", free_bytes);
+    family(b, "iotrace_collector_store_full", "gauge",
+           "1 while the store has no room: batches are not acknowledged (agents keep them).");
+    put(b, "iotrace_collector_store_full %d\n", c->store_full);
+    family(b, "iotrace_collector_deferred_batches_total", "counter",
+           "Batches not acknowledged for want of room in the store (agents send them again).");
+    put(b, "iotrace_collector_deferred_batches_total %llu\n", (unsigned long long)c->deferred);
     family(b, "iotrace_collector_store_size_bytes", "gauge", "Bytes in the store's segment files.");
     put(b, "iotrace_collector_store_size_bytes %.0f\n", store_bytes);
     family(b, "iotrace_collector_start_time_seconds", "gauge",

@@ -33,7 +33,9 @@ struct iot_store {
     uint64_t seg_limit;
     uint8_t *buf;
     size_t buf_len;
+    uint64_t durable;    /* bytes of the segment covered by the last sync */
     int failed;
+    int fail_errno;      /* errno of the failure, or what stands for it */
     char error[512];
 };
 
@@ -407,6 +409,7 @@ static int store_fail(struct iot_store *s, const char *fmt, ...)
  * writes keeps the collector from acknowledging anything after it. */
 static int store_fail(struct iot_store *s, const char *fmt, ...)
 {
+    s->fail_errno = errno;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(s->error, sizeof s->error, fmt, ap);
@@ -489,13 +492,16 @@ static int create_segment(struct iot_store *s, uint32_t num, char *err, size_t e
     uint8_t hb[IOT_STORE_FILE_HEADER];
     file_header(hb);
     if (write_full(fd, hb, sizeof hb) < 0 || fdatasync(fd) < 0 || sync_dir(s->dir) < 0) {
-        iot_fail(err, errlen, "cannot initialise %s: %s", path, strerror(errno));
+        int e = errno;
+        iot_fail(err, errlen, "cannot initialise %s: %s", path, strerror(e));
         close(fd);
+        unlink(path); /* so that it can be made again once there is room */
+        errno = e;
         return -1;
     }
     s->fd = fd;
     s->segment = num;
-    s->seg_bytes = IOT_STORE_FILE_HEADER;
+    s->seg_bytes = s->durable = IOT_STORE_FILE_HEADER;
     return 0;
 }
 
@@ -698,9 +704,12 @@ static int sync_segment(struct iot_store *s)
     /* Synced into a file nobody can open any more is not stored: a store
      * deleted under the collector must stop the acknowledgements. */
     struct stat st;
-    if (fstat(s->fd, &st) == 0 && st.st_nlink == 0)
+    if (fstat(s->fd, &st) == 0 && st.st_nlink == 0) {
+        errno = ENOENT;
         return store_fail(s, "store segment %s/%s was deleted while in use (was the store "
                           "directory removed?)", s->dir, name);
+    }
+    s->durable = s->seg_bytes;
     return 0;
 }
 
@@ -719,10 +728,40 @@ static int rotate(struct iot_store *s)
     return 0;
 }
 
+int iot_store_out_of_space(const struct iot_store *s)
+{
+    return s->failed && (s->fail_errno == ENOSPC || s->fail_errno == EDQUOT);
+}
+
+int iot_store_recover(struct iot_store *s)
+{
+    if (!s->failed)
+        return 0;
+    if (!iot_store_out_of_space(s))
+        return -1;
+    char why[512];
+    if (s->fd < 0) { /* rotation closed the old segment, then found no room for the new */
+        if (create_segment(s, s->segment + 1, why, sizeof why) < 0)
+            return store_fail(s, "%s", why);
+    } else if (ftruncate(s->fd, (off_t)s->durable) < 0) {
+        char name[32];
+        segment_name(name, sizeof name, s->segment);
+        return store_fail(s, "cannot cut %s/%s back to %llu bytes: %s", s->dir, name,
+                          (unsigned long long)s->durable, strerror(errno));
+    }
+    s->buf_len = 0;
+    s->seg_bytes = s->durable;
+    s->failed = 0;
+    s->error[0] = '\0';
+    return 0;
+}
+
 int iot_store_append(struct iot_store *s, const uint8_t *batch, size_t len, uint64_t recv_ns)
 {
-    if (!s->writable)
+    if (!s->writable) {
+        errno = EROFS;
         return store_fail(s, "store %s is open read-only", s->dir);
+    }
     if (s->failed)
         return -1;
     if (len > IOT_WIRE_MAX_BATCH)
@@ -766,6 +805,12 @@ void iot_store_end(const struct iot_store *s, struct iot_store_pos *pos)
 {
     pos->segment = s->segment;
     pos->offset = s->seg_bytes;
+}
+
+void iot_store_durable(const struct iot_store *s, struct iot_store_pos *pos)
+{
+    pos->segment = s->segment;
+    pos->offset = s->durable;
 }
 
 /* The records of one segment from pos->offset up to limit. */

@@ -54,6 +54,14 @@ uint32_t iot_store_segment(const struct iot_store *s);
  * the final sync failed (the reason is logged). */
 int iot_store_close(struct iot_store *s);
 
+/* Whether the store failed for want of space (ENOSPC, EDQUOT). */
+int iot_store_out_of_space(const struct iot_store *s);
+
+/* After a failure for want of space: cuts away what was written after the
+ * last sync and takes writes again.  -1 while that is not possible (no room
+ * yet for a new segment, or a failure of another kind, which stays). */
+int iot_store_recover(struct iot_store *s);
+
 /* Reads every record of the store in `dir` in order, without locking.  An
  * incomplete record at the very end of the last segment is taken as the end
  * (a writer may be in the middle of it); any other damage is an error naming
@@ -84,6 +92,10 @@ struct iot_store_pos {
 
 /* Writer: where the records end (durable after iot_store_sync()). */
 void iot_store_end(const struct iot_store *s, struct iot_store_pos *pos);
+
+/* Writer: where the records covered by a sync end (a rotation syncs the
+ * segment it closes). */
+void iot_store_durable(const struct iot_store *s, struct iot_store_pos *pos);
 
 /* Reads the records from *pos (all zero: the store's first record) up to
  * `end`, a position the writer gave after a sync, and leaves *pos after the

@@ -46,7 +46,12 @@ function update(msg) {
   }
   lastStatus = st;
   $("stored").textContent = human(st.events_stored, " events");
-  $("store-free").textContent = "store " + bytes(st.store_bytes) + ", " + bytes(st.store_free_bytes) + " free";
+  const sf = $("store-free");
+  sf.textContent = st.store_full
+    ? "store FULL since " + new Date(st.store_full_since_s * 1000).toLocaleTimeString() +
+      ": nothing is acknowledged (" + st.deferred_batches + " batches sent back to the agents)"
+    : "store " + bytes(st.store_bytes) + ", " + bytes(st.store_free_bytes) + " free";
+  sf.className = st.store_full ? "sub bad" : "sub";
   $("jobs-count").textContent = st.jobs_running + " / " + st.jobs_finished;
   $("bad").textContent = st.rejected_batches + " · " + st.duplicate_batches + " · " + st.malformed_messages;
   fill("agents", (msg.nodes || []).map((n) => {

@@ -116,8 +116,27 @@ static const struct iot_opt *find_opt(const struct iot_opts_spec *spec, const ch
 }
 
 /* Values from the file are kept for the life of the process: options point
- * into them. */
-static int load_config(const struct iot_opts_spec *spec, const char *path)
+ * into them.  A key given twice replaces its copy (the first is freed). */
+static struct {
+    void *value;
+    char *copy;
+} owned[64];
+
+static char *keep_copy(void *value, const char *val)
+{
+    char *copy = strdup(val);
+    size_t i = 0;
+    while (i < sizeof owned / sizeof owned[0] && owned[i].value && owned[i].value != value)
+        i++;
+    if (copy && i < sizeof owned / sizeof owned[0]) {
+        free(owned[i].copy);
+        owned[i].value = value;
+        owned[i].copy = copy;
+    }
+    return copy;
+}
+
+int iot_opts_load_config(const struct iot_opts_spec *spec, const char *path)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -151,7 +170,12 @@ static int load_config(const struct iot_opts_spec *spec, const char *path)
             rc = -1;
             break;
         }
-        rc = set_value(spec, o, o->type == IOT_OPT_STRING ? strdup(val) : val, where);
+        if (o->type == IOT_OPT_STRING && !(val = keep_copy(o->value, val))) {
+            fprintf(stderr, "%s: %s: out of memory\n", spec->program, where);
+            rc = -1;
+            break;
+        }
+        rc = set_value(spec, o, val, where);
     }
     fclose(f);
     return rc;
@@ -198,7 +222,7 @@ int iot_opts_parse(const struct iot_opts_spec *spec, int argc, char **argv)
             exit(IOT_EXIT_OK);
         }
     }
-    if (config && load_config(spec, config) < 0) {
+    if (config && iot_opts_load_config(spec, config) < 0) {
         free(lo);
         exit(IOT_EXIT_USAGE);
     }

@@ -44,6 +44,11 @@ struct iot_opts_spec {
  * unreadable or malformed config file. */
 int iot_opts_parse(const struct iot_opts_spec *spec, int argc, char **argv);
 
+/* Sets the options a config file names (what --config does, without
+ * exiting): 0, or -1 after a message on stderr.  String values are copies
+ * kept for the life of the process. */
+int iot_opts_load_config(const struct iot_opts_spec *spec, const char *path);
+
 void iot_opts_usage(const struct iot_opts_spec *spec, int to_stderr);
 
 /* Parses "64M", "1G", "4096"; returns -1 on a malformed value. */

@@ -1,20 +1,21 @@
-# libFuzzer targets for what reads untrusted bytes: the wire decoder, the
-# store reader and the SLOG-2 reader.  Built only with -DIOTRACE_FUZZ=ON and
+# libFuzzer targets for what reads bytes from outside: the wire decoder, the
+# store reader, the SLOG-2 reader and config files.  Built only with -DIOTRACE_FUZZ=ON and
 # clang (deploy/run-tests.sh makes such a build); each test runs its target
 # for IOTRACE_FUZZ_SECONDS from the committed seeds (tests/fuzz/seeds/) and
 # fails on any crash, sanitizer report, leak or timeout.  Longer runs:
 # docs/testing.md.
 if(IOTRACE_FUZZ)
   set(IOTRACE_FUZZ_SECONDS 20 CACHE STRING "Seconds each fuzz test runs")
-  foreach(t wire store slog2)
+  foreach(t wire store slog2 config)
     add_executable(fuzz_${t} ${IOTRACE_TEST_DIR}/fuzz/fuzz_${t}.c)
     target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
   endforeach()
   target_link_libraries(fuzz_wire PRIVATE iotrace-wire)
   target_link_libraries(fuzz_store PRIVATE iotrace-store iotrace-common)
   target_link_libraries(fuzz_slog2 PRIVATE iotrace-slog2)
+  target_link_libraries(fuzz_config PRIVATE iotrace-common)
   set(reference "${CMAKE_SOURCE_DIR}/../shared/reference/slog2") # as in slog2.cmake
-  foreach(t wire store slog2)
+  foreach(t wire store slog2 config)
     set(extra "")
     if(t STREQUAL "slog2" AND EXISTS "${reference}")
       set(extra "${reference}") # files written by Argonne's slog2sdk, read only

@@ -50,20 +50,23 @@ void iot_merge_init(struct iot_merge *m, const struct iot_merge_config *cfg)
     m->watermark = m->last_out = INT64_MIN;
 }
 
+static void free_chunks(struct mg_chunk *c)
+{
+    while (c) {
+        struct mg_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+}
+
 void iot_merge_free(struct iot_merge *m)
 {
     free(m->prod);
     free(m->pheap);
     free(m->dirty);
     for (size_t i = 0; i < m->n_queue; i++)
-        for (struct mg_chunk *c = m->queue[i].first, *next; c; c = next) {
-            next = c->next;
-            free(c);
-        }
-    for (struct mg_chunk *c = m->spare, *next; c; c = next) {
-        next = c->next;
-        free(c);
-    }
+        free_chunks(m->queue[i].first);
+    free_chunks(m->spare);
     free(m->queue);
     free(m->qheap);
     free(m->strag);

@@ -1055,34 +1055,41 @@ static void collector_metrics(struct buf *b, const struct ingest_counters *c, do
             kind_names[k], (unsigned long long)c->events[k]);
     put(b, "iotrace_collector_events_total{status=\"duplicate\",kind=\"any\"} %llu\n",
         (unsigned long long)c->dup_events);
-    family(b, "iotrace_collector_malformed_messages_total", "counter",
-           "Messages that were not valid protocol messages.");
-    put(b, "iotrace_collector_malformed_messages_total %llu\n", (unsigned long long)c->malformed);
-    family(b, "iotrace_collector_stored_bytes_total", "counter",
-           "Batch bytes appended to the store and synced.");
-    put(b, "iotrace_collector_stored_bytes_total %llu\n", (unsigned long long)c->bytes_stored);
-    family(b, "iotrace_collector_acks_total", "counter", "Acknowledgements sent to agents.");
-    put(b, "iotrace_collector_acks_total %llu\n", (unsigned long long)c->acks);
-    family(b, "iotrace_collector_group_commits_total", "counter",
-           "Group commits made durable with one fdatasync.");
-    put(b, "iotrace_collector_group_commits_total %llu\n", (unsigned long long)c->syncs);
-    family(b, "iotrace_collector_store_free_bytes", "gauge",
-           "Free space of the file system holding the store.");
-    if (isnan(free_bytes)) /* the text format spells it NaN, printf nan */
-        put(b, "iotrace_collector_store_free_bytes NaN\n");
-    else
-        put(b, "iotrace_collector_store_free_bytes %.0f\n", free_bytes);
-    family(b, "iotrace_collector_store_full", "gauge",
-           "1 while the store has no room: batches are not acknowledged (agents keep them).");
-    put(b, "iotrace_collector_store_full %d\n", c->store_full);
-    family(b, "iotrace_collector_deferred_batches_total", "counter",
-           "Batches not acknowledged for want of room in the store (agents send them again).");
-    put(b, "iotrace_collector_deferred_batches_total %llu\n", (unsigned long long)c->deferred);
-    family(b, "iotrace_collector_store_size_bytes", "gauge", "Bytes in the store's segment files.");
-    put(b, "iotrace_collector_store_size_bytes %.0f\n", store_bytes);
-    family(b, "iotrace_collector_start_time_seconds", "gauge",
-           "When the collector started, seconds since the epoch.");
-    put(b, "iotrace_collector_start_time_seconds %.3f\n", (double)started / 1e9);
+    /* One value each; the text format spells an unknown one NaN. */
+    const struct {
+        const char *name, *type, *help, *fmt;
+        double v;
+    } scalar[] = {
+        {"iotrace_collector_malformed_messages_total", "counter",
+         "Messages that were not valid protocol messages.", "%.0f", (double)c->malformed},
+        {"iotrace_collector_stored_bytes_total", "counter",
+         "Batch bytes appended to the store and synced.", "%.0f", (double)c->bytes_stored},
+        {"iotrace_collector_acks_total", "counter", "Acknowledgements sent to agents.", "%.0f",
+         (double)c->acks},
+        {"iotrace_collector_group_commits_total", "counter",
+         "Group commits made durable with one fdatasync.", "%.0f", (double)c->syncs},
+        {"iotrace_collector_store_free_bytes", "gauge",
+         "Free space of the file system holding the store.", "%.0f", free_bytes},
+        {"iotrace_collector_store_full", "gauge",
+         "1 while the store has no room: batches are not acknowledged (agents keep them).",
+         "%.0f", (double)c->store_full},
+        {"iotrace_collector_deferred_batches_total", "counter",
+         "Batches not acknowledged for want of room in the store (agents send them again).",
+         "%.0f", (double)c->deferred},
+        {"iotrace_collector_store_size_bytes", "gauge", "Bytes in the store's segment files.",
+         "%.0f", store_bytes},
+        {"iotrace_collector_start_time_seconds", "gauge",
+         "When the collector started, seconds since the epoch.", "%.3f", (double)started / 1e9},
+    };
+    for (size_t i = 0; i < sizeof scalar / sizeof scalar[0]; i++) {
+        family(b, scalar[i].name, scalar[i].type, scalar[i].help);
+        char value[64];
+        if (isnan(scalar[i].v))
+            snprintf(value, sizeof value, "NaN");
+        else
+            snprintf(value, sizeof value, scalar[i].fmt, scalar[i].v);
+        put(b, "%s %s\n", scalar[i].name, value);
+    }
 }
 
 static void agent_metrics(struct buf *b, struct live *l, const struct ingest_agent *agents,

@@ -14,6 +14,7 @@
 
 #include "clocksync.h"
 #include "intake.h"
+#include "journal.h"
 #include "log.h"
 #include "opts.h"
 #include "spool.h"
@@ -36,11 +37,17 @@ struct config {
     char *stats_interval;
     char *clock_interval;
     char *log_level;
+    char *state_dir;
+    char *spool_sync;
 };
 
 struct agent {
     struct config cfg;
     int64_t credit_timeout_ns, drain_timeout_ns, stats_interval_ns, clock_interval_ns;
+    int64_t spool_sync_ns;
+    char spool_dir[4096];
+    struct journal journal;
+    int journal_open;
     char hostname[256];
     void *zctx;
     int sigfd;
@@ -110,6 +117,8 @@ static void parse_options(struct agent *a, int argc, char **argv)
         .stats_interval = "10s",
         .clock_interval = "10s",
         .log_level = "info",
+        .state_dir = getenv("STATE_DIRECTORY") ? getenv("STATE_DIRECTORY") : "",
+        .spool_sync = "1s",
     };
     const struct iot_opt opts[] = {
         {"collector", 'c', IOT_OPT_STRING, &c->collector, "tcp://HOST:PORT",
@@ -134,6 +143,15 @@ static void parse_options(struct agent *a, int argc, char **argv)
          "measure this node's clock against the collector's this often, and right after "
          "every (re)connect: a burst of 8 exchanges, the one with the smallest round trip "
          "kept and sent as a clock sample; 0 turns it off (default 10s)"},
+        {"state-dir", 0, IOT_OPT_STRING, &c->state_dir, "DIR",
+         "keep every batch not yet acknowledged in DIR/spool as well, so that a restarted "
+         "agent sends what a killed or crashed one held; 'none': memory only (default "
+         "$STATE_DIRECTORY, set by systemd's StateDirectory=; memory only, with a warning, "
+         "if that is unset)"},
+        {"spool-sync", 0, IOT_OPT_STRING, &c->spool_sync, "always|DURATION|never",
+         "when spooled batches reach the disk itself: after every batch, at most DURATION "
+         "after they were written, or when the kernel decides; they survive the agent's "
+         "death in any case, a crash of the node only once synced (default 1s)"},
         {"log-level", 0, IOT_OPT_STRING, &c->log_level, "LEVEL",
          "error, warn, info or debug (default info)"},
     };
@@ -179,6 +197,19 @@ static void parse_options(struct agent *a, int argc, char **argv)
         usage_error("--node must not be empty%s", "");
     if (c->max_pending == 0)
         usage_error("--max-pending must be larger than 0%s", "");
+    if (!strcmp(c->spool_sync, "always"))
+        a->spool_sync_ns = JOURNAL_SYNC_ALWAYS;
+    else if (!strcmp(c->spool_sync, "never"))
+        a->spool_sync_ns = JOURNAL_SYNC_NEVER;
+    else if (parse_duration(c->spool_sync, &a->spool_sync_ns) < 0 || a->spool_sync_ns == 0)
+        usage_error("--spool-sync expects always, never or a duration such as 1s, got '%s'",
+                    c->spool_sync);
+    /* STATE_DIRECTORY may list several directories; the first is ours. */
+    size_t n = strcspn(c->state_dir, ":");
+    if (n && strcmp(c->state_dir, "none") &&
+        snprintf(a->spool_dir, sizeof a->spool_dir, "%.*s/spool", (int)n, c->state_dir) >=
+            (int)sizeof a->spool_dir)
+        usage_error("--state-dir is too long: '%s'", c->state_dir);
 }
 
 /* Signals arrive as readable events in the poll set, never interrupting the
@@ -215,6 +246,17 @@ static int start(struct agent *a)
     if (!a->zctx || spool_init(&a->spool, a->cfg.max_pending) < 0) {
         iot_err("out of memory at start");
         return -1;
+    }
+    /* Batches left by the last run go first, ahead of anything new from
+     * the same producers. */
+    if (a->spool_dir[0]) {
+        a->journal_open = 1;
+        if (journal_open(&a->journal, a->spool_dir, a->spool_sync_ns, a->cfg.max_pending,
+                         &a->spool) < 0)
+            return -1;
+    } else if (strcmp(a->cfg.state_dir, "none")) {
+        iot_warn("no --state-dir: batches not yet acknowledged are held in memory only and "
+                 "lost if the agent is killed");
     }
     if (intake_open(&a->intake, a->zctx, a->cfg.listen, a->cfg.node) < 0)
         return -1;
@@ -326,6 +368,8 @@ static int run(struct agent *a)
             note_backpressure(a);
         now = iot_mono_ns();
         clocksync_tick(&a->clock, now);
+        if (a->journal_open)
+            journal_tick(&a->journal, now);
         uplink_pump(&a->uplink);
         uplink_tick(&a->uplink, now);
         if (now >= next_stats) {
@@ -338,16 +382,27 @@ static int run(struct agent *a)
 static void finish(struct agent *a)
 {
     if (a->stopping) {
+        size_t memory_only = 0;
+        for (struct spool_entry *e = a->spool.head; e; e = e->next)
+            memory_only += !e->seg;
         if (a->spool.count == 0)
             iot_info("all batches acknowledged");
+        else if (memory_only)
+            iot_warn("%zu batches (%llu bytes) remain unacknowledged; %zu of them were held "
+                     "in memory only and are lost",
+                     a->spool.count, (unsigned long long)a->spool.bytes, memory_only);
         else
-            iot_warn("%zu batches (%llu bytes) remain unacknowledged and are lost",
-                     a->spool.count, (unsigned long long)a->spool.bytes);
+            iot_info("%zu batches (%llu bytes) remain unacknowledged in the spool %s, to be "
+                     "sent by the next start",
+                     a->spool.count, (unsigned long long)a->spool.bytes, a->spool_dir);
     }
     stats_log(&a->stats, &a->spool, 1);
     if (a->intake_open)
         intake_close(&a->intake);
     uplink_close(&a->uplink);
+    if (a->journal_open)
+        journal_close(&a->journal);
+    a->spool.journal = NULL;
     spool_free(&a->spool);
     if (a->zctx)
         zmq_ctx_term(a->zctx);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "fsutil.h"
 #include "log.h"
 #include "spool.h"
 #include "timeutil.h"
@@ -20,22 +21,6 @@
  * their own (non-blocking) sends start failing; the pending store, not this
  * queue, is where the agent buffers. */
 #define INTAKE_RCVHWM 100
-
-static int mkdir_parents(const char *dir)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
-        return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
 
 /* A socket file nobody accepts on is left over from a dead agent. */
 static int socket_is_live(const char *path)
@@ -57,7 +42,7 @@ static int prepare_ipc_path(const char *path)
     char *copy = strdup(path);
     if (!copy)
         return -1;
-    int rc = mkdir_parents(dirname(copy));
+    int rc = iot_mkdir_p(dirname(copy), 0755);
     if (rc < 0)
         iot_err("cannot create the directory for %s: %s", path, strerror(errno));
     free(copy);

@@ -1,5 +1,7 @@
 #include "spool.h"
 
+#include "journal.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,7 +41,11 @@ void spool_free(struct spool *s)
     memset(s, 0, sizeof *s);
 }
 
-int spool_full(const struct spool *s) { return s->bytes >= s->max_bytes; }
+int spool_full(const struct spool *s)
+{
+    return s->bytes >= s->max_bytes ||
+           (s->journal && s->journal->disk_bytes >= s->max_bytes + s->max_bytes / 4);
+}
 
 /* Doubling keeps chains short; a failed resize just leaves them longer. */
 static void grow(struct spool *s)
@@ -64,26 +70,31 @@ int spool_push(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
     return spool_push_tail(s, key, epoch, seq, data, len, NULL, 0);
 }
 
-int spool_push_tail(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
-                    const void *data, size_t len, const void *tail, size_t tail_len)
+static struct spool_entry *make_entry(const char *key, uint64_t epoch, uint64_t seq,
+                                      const void *data, size_t len, const void *tail,
+                                      size_t tail_len)
 {
     size_t klen = strlen(key) + 1;
     struct spool_entry *e = malloc(sizeof *e + klen + len + tail_len);
     if (!e)
-        return -1;
+        return NULL;
     memcpy(e->key, key, klen);
     e->data = (uint8_t *)e->key + klen;
     memcpy(e->data, data, len);
     if (tail_len)
         memcpy(e->data + len, tail, tail_len);
-    len += tail_len;
-    e->len = len;
+    e->len = len + tail_len;
     e->epoch = epoch;
     e->seq = seq;
     e->sent = 0;
     e->sends = 0;
+    e->seg = 0;
     e->hash = hash_id(key, epoch, seq);
+    return e;
+}
 
+static void insert(struct spool *s, struct spool_entry *e)
+{
     if (s->count >= s->n_buckets)
         grow(s);
     size_t i = e->hash & (s->n_buckets - 1);
@@ -100,7 +111,30 @@ int spool_push_tail(struct spool *s, const char *key, uint64_t epoch, uint64_t s
     if (!s->cursor)
         s->cursor = e;
     s->count++;
-    s->bytes += len;
+    s->bytes += e->len;
+}
+
+int spool_push_tail(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
+                    const void *data, size_t len, const void *tail, size_t tail_len)
+{
+    struct spool_entry *e = make_entry(key, epoch, seq, data, len, tail, tail_len);
+    if (!e)
+        return -1;
+    insert(s, e);
+    /* A batch the disk did not take is still held, in memory only. */
+    if (s->journal)
+        journal_append(s->journal, e);
+    return 0;
+}
+
+int spool_restore(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
+                  const void *data, size_t len, uint64_t seg)
+{
+    struct spool_entry *e = make_entry(key, epoch, seq, data, len, NULL, 0);
+    if (!e)
+        return -1;
+    e->seg = seg;
+    insert(s, e);
     return 0;
 }
 
@@ -134,6 +168,8 @@ static void unlink_entry(struct spool *s, struct spool_entry *e)
         s->tail = e->prev;
     s->count--;
     s->bytes -= e->len;
+    if (s->journal)
+        journal_release(s->journal, e);
     if (e->sent)
         s->in_flight--;
 }

@@ -19,6 +19,7 @@ struct spool_entry {
     uint32_t hash;
     int sent;
     unsigned sends; /* times forwarded, over all sessions */
+    uint64_t seg;   /* its spool segment on disk (journal.h), 0 if none */
     size_t len;
     uint8_t *data; /* the batch as received, points into this allocation */
     char key[];    /* iot_wire_producer_key() */
@@ -33,6 +34,7 @@ struct spool {
     size_t in_flight; /* entries sent and not acknowledged */
     uint64_t bytes;   /* sum of entry lengths */
     uint64_t max_bytes;
+    struct journal *journal; /* the copy on disk, NULL if memory only */
 };
 
 enum spool_ack_result { SPOOL_ACK_UNKNOWN = -1, SPOOL_ACK_UNSENT = 0, SPOOL_ACK_IN_FLIGHT = 1 };
@@ -40,7 +42,9 @@ enum spool_ack_result { SPOOL_ACK_UNKNOWN = -1, SPOOL_ACK_UNSENT = 0, SPOOL_ACK_
 int spool_init(struct spool *s, uint64_t max_bytes);
 void spool_free(struct spool *s);
 
-/* True once the held bytes reach the limit: the caller stops taking batches. */
+/* True once the held bytes reach the limit (or, with a journal, its
+ * segments a quarter more, as acknowledged batches in segments that hold
+ * others still take room): the caller stops taking batches. */
 int spool_full(const struct spool *s);
 
 /* Appends a copy of a batch.  Returns -1 only when out of memory. */
@@ -51,6 +55,10 @@ int spool_push(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
  * agent's `via`, iot_wire_via_field()), in the one copy the entry holds. */
 int spool_push_tail(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
                     const void *data, size_t len, const void *tail, size_t tail_len);
+
+/* A batch read back from spool segment `seg` at start (not written again). */
+int spool_restore(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
+                  const void *data, size_t len, uint64_t seg);
 
 /* The next batch to send in this session, or NULL if all are in flight. */
 struct spool_entry *spool_next_unsent(const struct spool *s);

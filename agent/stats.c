@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "journal.h"
 #include "log.h"
 #include "spool.h"
 
@@ -19,13 +20,18 @@ void stats_log(const struct agent_stats *st, const struct spool *sp, int force)
         snprintf(offset, sizeof offset, "%lld", (long long)st->clock_offset_ns);
         snprintf(rtt, sizeof rtt, "%llu", (unsigned long long)st->clock_rtt_ns);
     }
+    char spool[96] = "spool=memory";
+    if (sp->journal)
+        snprintf(spool, sizeof spool, "spool_bytes=%llu spool_errors=%llu",
+                 (unsigned long long)sp->journal->disk_bytes,
+                 (unsigned long long)sp->journal->write_errors);
     iot_info("stats: received=%llu invalid=%llu forwarded=%llu resent=%llu acked=%llu "
-             "duplicate=%llu rejected=%llu pending=%zu pending_bytes=%llu reconnects=%llu "
+             "duplicate=%llu rejected=%llu pending=%zu pending_bytes=%llu %s reconnects=%llu "
              "clock_samples=%llu clock_offset_ns=%s clock_rtt_ns=%s",
              (unsigned long long)st->received, (unsigned long long)st->invalid,
              (unsigned long long)st->forwarded, (unsigned long long)st->resent,
              (unsigned long long)st->acked, (unsigned long long)st->duplicates,
-             (unsigned long long)st->rejected, sp->count, (unsigned long long)sp->bytes,
+             (unsigned long long)st->rejected, sp->count, (unsigned long long)sp->bytes, spool,
              (unsigned long long)st->reconnects, (unsigned long long)st->clock_samples, offset,
              rtt);
 }

@@ -11,7 +11,7 @@ add_executable(test_agent_spool ${IOTRACE_TEST_DIR}/unit/test_agent_spool.c)
 target_link_libraries(test_agent_spool PRIVATE iotrace-agent-core PkgConfig::CMOCKA)
 add_test(NAME agent.spool COMMAND test_agent_spool)
 
-foreach(case usage exactly_once slow_acks collector_restart collector_dies never_ack
+foreach(case usage exactly_once slow_acks collector_restart collector_dies never_ack spool_kill
              garbage huge backpressure clock_pong clock_silent)
   add_test(NAME agent.${case}
            COMMAND ${IOTRACE_TEST_DIR}/tools/agent-test.sh ${case}

@@ -5,6 +5,8 @@ target_link_libraries(mpiio_mix PRIVATE MPI::MPI_C)
 add_executable(posix_mix ${IOTRACE_TEST_DIR}/posix/posix_mix.c)
 add_executable(aio_mix ${IOTRACE_TEST_DIR}/mpi/aio_mix.c)
 target_link_libraries(aio_mix PRIVATE MPI::MPI_C Threads::Threads)
+add_executable(steady_io ${IOTRACE_TEST_DIR}/mpi/steady_io.c)
+target_link_libraries(steady_io PRIVATE MPI::MPI_C)
 
 set(IOTRACE_IT_ARGS
   --collector=$<TARGET_FILE:iotrace-collector>
@@ -32,8 +34,11 @@ add_test(NAME client.transparency
 add_test(NAME client.aio
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_aio.py ${IOTRACE_IT_ARGS}
           --aio-app=$<TARGET_FILE:aio_mix>)
+add_test(NAME client.agent_killed
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_agent_kill.py ${IOTRACE_IT_ARGS}
+          --steady-app=$<TARGET_FILE:steady_io>)
 set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client.posix_and_fork client.transparency
-  client.aio PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
+  client.aio client.agent_killed PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
 
 # Benchmarks (not tests): deploy/bench.sh runs them.
 add_executable(bench_client ${IOTRACE_TEST_DIR}/bench/bench_client.c)

@@ -37,3 +37,11 @@ add_test(NAME collector.disk_full
           $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
 set_tests_properties(collector.disk_full PROPERTIES LABELS collector TIMEOUT 180
                      SKIP_RETURN_CODE 77)
+
+# Batches lost between a producer and the store (handed over, never stored)
+# are found from the running total every batch carries and counted.
+add_test(NAME collector.lost_in_transit
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/lost_test.py
+          $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+          $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
+set_tests_properties(collector.lost_in_transit PROPERTIES LABELS collector TIMEOUT 120)

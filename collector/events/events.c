@@ -215,6 +215,7 @@ static int new_producer(struct xp_data *d, const iot_producer *p, const char *cl
         d->cap_producers = cap;
     }
     struct xp_producer *x = &d->producers[d->n_producers];
+    *x = (struct xp_producer){0};
     x->node = xp_intern(&d->nodes, p->node);
     x->clock = xp_intern(&d->nodes, clock);
     x->job = xp_intern(&d->jobs, p->job);
@@ -222,7 +223,6 @@ static int new_producer(struct xp_data *d, const iot_producer *p, const char *cl
     x->pid = p->pid;
     x->rank = p->rank;
     x->kind = (int)p->kind;
-    x->last_batch = 0;
     if (x->node == UINT32_MAX || x->clock == UINT32_MAX || x->job == UINT32_MAX ||
         x->server == UINT32_MAX || ensure_clocks(d) < 0)
         return -1;
@@ -375,6 +375,75 @@ static int read_body(struct reader *r, uint32_t prod, const iot_body *body)
     return read_drops(r, prod, body);
 }
 
+/* Each producer's batches carry the running total of what it accounted
+ * for, and their seqs have no holes (a batch the agent did not take keeps
+ * its seq for the next one).  What the batches before a stored one leave
+ * unexplained of its total was handed over and lost on the way (an agent
+ * killed with batches in its socket, say); a batch stored out of order
+ * fills part of such a gap again.  The loss is reported as a drop of reason
+ * DROP_LOST once the producer's last batch in the store has been read, or
+ * at once when that is not known (the collector's live reading, where a
+ * late batch can then no longer take it back; the final figures are
+ * recomputed from the store). */
+static void made_epoch(struct xp_producer *p, const iot_batch *b)
+{
+    if (p->made_known && p->made_epoch == b->epoch)
+        return;
+    p->made_known = 1;
+    p->made_epoch = b->epoch;
+    p->next_seq = 0;
+    p->made = 0;
+}
+
+static void read_made(struct xp_producer *p, const iot_batch *b, const iot_body *body)
+{
+    if (!body->made_through)
+        return;
+    uint64_t here = 0;
+    if (body->mpiio)
+        here += body->mpiio->n_func;
+    if (body->posix)
+        here += body->posix->n_func;
+    if (body->disk)
+        here += body->disk->n_func;
+    for (size_t i = 0; i < body->n_drops; i++)
+        here += body->drops[i]->count;
+    uint64_t before = body->made_through >= here ? body->made_through - here : 0;
+    made_epoch(p, b);
+    if (b->seq >= p->next_seq) {
+        if (p->made != UINT64_MAX && before > p->made) {
+            /* Still delta coded: a column's first value is a time. */
+            if (!p->lost)
+                p->lost_t = body->mpiio && body->mpiio->n_t_start ? body->mpiio->t_start[0]
+                            : body->posix && body->posix->n_t_start ? body->posix->t_start[0]
+                            : body->disk && body->disk->n_t_start   ? body->disk->t_start[0]
+                                                                    : 0;
+            p->lost += before - p->made;
+        }
+        p->next_seq = b->seq + 1;
+        p->made = body->made_through;
+    } else {
+        p->lost -= here < p->lost ? here : p->lost;
+    }
+}
+
+static int report_lost(struct reader *r, uint32_t prod, uint64_t recv_ns)
+{
+    struct xp_producer *p = &r->d->producers[prod];
+    if (!p->lost || (p->last_batch && p->last_batch != r->d->batches))
+        return 0;
+    uint64_t lost = p->lost;
+    p->lost = 0;
+    iot_warn("%llu events of %s were handed over and never stored: counted as dropped (lost)",
+             (unsigned long long)lost, r->d->keys.str[prod]);
+    r->d->lost_events += lost;
+    int64_t t = p->lost_t ? p->lost_t : (int64_t)recv_ns;
+    struct xp_event ev = {.kind = XP_DROP, .producer = prod, .job = p->job,
+                          .func = IOTRACE__DROP_REASON__DROP_LOST, .bytes = lost,
+                          .t_start = t, .t_end = t, .offset = -1};
+    return emit(r, &ev);
+}
+
 /* A stored batch whose envelope is sound (the collector checked it and its
  * checksum before storing) but whose body cannot be decoded: its events
  * are lost, and counted as a drop of its producer, at the time it was
@@ -408,7 +477,23 @@ static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
     else if (prod == UINT32_MAX)
         iot_fail(r->err, r->errlen, "out of memory");
     else {
-        rc = body ? read_body(r, prod, body) : read_unreadable(r, prod, b, recv_ns, why);
+        struct xp_producer *p = &r->d->producers[prod];
+        if (body) {
+            read_made(p, b, body);
+            rc = read_body(r, prod, body);
+        } else {
+            /* What it accounted for is unknown, and counted by
+             * read_unreadable in its own way: the next batch only sets the
+             * running total again. */
+            made_epoch(p, b);
+            if (b->seq >= p->next_seq) {
+                p->next_seq = b->seq + 1;
+                p->made = UINT64_MAX;
+            }
+            rc = read_unreadable(r, prod, b, recv_ns, why);
+        }
+        if (rc == 0)
+            rc = report_lost(r, prod, recv_ns);
         if (rc == 0 && r->done)
             rc = r->done(r->ctx, r->d, prod, recv_ns, r->err, r->errlen) ? -1 : 0;
     }

@@ -34,6 +34,13 @@ struct xp_producer {
     int kind;        /* Iotrace__ProducerKind */
     uint64_t last_batch; /* ordinal (1, 2, ...) of its last batch in the store, as counted
                             by xp_read_clocks; 0 if unknown */
+    /* The running total of Body.made_through after the newest batch read
+     * (UINT64_MAX: unknown) and the seq expected next, to find batches lost
+     * between producer and store; `lost` is what is missing and not yet
+     * reported. */
+    uint64_t made_epoch, next_seq, made, lost;
+    int64_t lost_t; /* producer's clock: the first event after the first gap */
+    int made_known;
 };
 
 struct xp_event {
@@ -81,6 +88,7 @@ struct xp_data {
     size_t files_size, files_used;
     uint64_t batches, events;
     uint64_t unreadable_batches; /* stored, but their bodies cannot be decoded */
+    uint64_t lost_events;        /* found missing between producers and the store */
 };
 
 /* Receives every event; a non-zero return stops reading (err must be set). */

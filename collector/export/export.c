@@ -82,7 +82,7 @@ static const struct iot_opts_spec spec = {
 
 static const char *const kind_names[] = {"mpiio", "posix", "disk", "drop"};
 static const char *const drop_reasons[] = {"buffer_full", "send_failed", "internal",
-                                           "unreadable"};
+                                           "unreadable", "lost"};
 
 /* --jsonl: events are collected, then sorted. */
 struct event_list {

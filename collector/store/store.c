@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "fail.h"
+#include "fsutil.h"
 #include "link.h"
 #include "log.h"
 #include "wire.h"
@@ -420,19 +421,8 @@ static int store_fail(struct iot_store *s, const char *fmt, ...)
 
 static int make_dirs(const char *dir, char *err, size_t errlen)
 {
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
-        return iot_fail(err, errlen, "store path too long: %s", dir);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(path, 0755) < 0 && errno != EEXIST)
-            return iot_fail(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return iot_fail(err, errlen, "cannot create store directory %s: %s", path, strerror(errno));
+    if (iot_mkdir_p(dir, 0755) < 0)
+        return iot_fail(err, errlen, "cannot create store directory %s: %s", dir, strerror(errno));
     return 0;
 }
 

@@ -343,6 +343,43 @@ case_backpressure() {
 
 # Against the real iotrace-collector (passed as TEST_COLLECTOR): killed and
 # restarted on the same store mid-stream, every batch ends up acknowledged.
+# The spool on disk: the agent killed with everything still unsent (no
+# collector), the newest segment torn as by a death inside a write; the next
+# agent on the same state directory sends it all, each batch once, and
+# leaves no segment behind.
+spool_segments() { ls "$T/state/spool" 2>/dev/null | grep -c '\.seg$'; }
+
+case_spool_kill() {
+    start_agent --state-dir "$T/state" --spool-sync always
+    run_producer a --batches 100 --events-per-batch 500
+    wait_for 20 "100 batches taken" has_line "received=100 " "$T/agent.log"
+    kill -KILL "$APID"
+    wait "$APID" 2>/dev/null
+    APID=
+    [ "$(spool_segments)" -ge 1 ] || fail "no spool segment after the kill"
+    local newest
+    newest=$(ls "$T/state/spool"/*.seg | sort | tail -1)
+    printf 'ISPL\001\002' >>"$newest"
+    start_collector
+    start_agent --state-dir "$T/state"
+    wait_for 60 "100 stored batches" has_stored 100
+    sleep 0.3
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    check_exactly_once "$(producer_key a)" 100
+    has_line "100 batches (.* bytes) left by the last run will be sent again" "$T/agent.log" ||
+        fail "recovery not logged"
+    has_line "ends in an incomplete batch (6 of" "$T/agent.log" || fail "torn tail not reported"
+    [ "$(spool_segments)" -eq 0 ] || fail "$(spool_segments) segments left after every ack"
+    start_agent --state-dir "$T/state"
+    wait_for 10 "the third agent" has_line "listening for producers" "$T/agent.log"
+    "$AGENT" --listen "ipc://$T/other.sock" --state-dir "$T/state" >"$T/third.log" 2>&1
+    [ $? -eq 1 ] || fail "a second agent on the same state directory did not exit with 1"
+    has_line "another agent uses the spool directory" "$T/third.log" ||
+        fail "no message for a second agent on the same state directory"
+    stop_agent
+}
+
 case_real_collector() {
     start_real() {
         "$COLLECTOR" --listen "tcp://127.0.0.1:$PORT" --store "$T/store" --http off "$@" \

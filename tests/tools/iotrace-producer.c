@@ -29,7 +29,7 @@
 
 struct options {
     char *agent, *node, *job, *bad, *truth;
-    long rank, batches, events, linger, hwm;
+    long rank, batches, events, linger, hwm, lose;
     uint64_t rate; /* events per second, 0 = as fast as possible */
     int nonblocking;
     int realtime;
@@ -59,6 +59,8 @@ struct producer {
     struct columns c;
     FILE *truth;
     uint64_t dropped_batches, dropped_events, sent_events, sent_bytes;
+    uint64_t made;        /* Body.made_through of the last batch handed over */
+    uint64_t lost_events; /* in batches --lose made vanish after the handover */
     void *zctx, *sock;
 };
 
@@ -220,14 +222,22 @@ static int build_batch(struct producer *p, uint8_t **out, size_t *len)
         body.n_drops = 1;
         body.drops = drops;
     }
+    body.made_through = p->made + total + p->dropped_events;
     char err[256];
     if (iot_wire_encode(&p->id, p->epoch, p->seq, &body, out, len, err, sizeof err) < 0) {
         fprintf(stderr, "iotrace-producer: encoding failed: %s\n", err);
         return -1;
     }
+    return 0;
+}
+
+/* The batch built last was handed over (the library's rule: only then do
+ * its seq and running total count). */
+static void handed_over(struct producer *p)
+{
+    p->made += (uint64_t)p->o.events + p->dropped_events;
     p->dropped_events = 0;
     p->seq++;
-    return 0;
 }
 
 static void pace(const struct producer *p, int64_t start_ns)
@@ -262,7 +272,11 @@ static int send_good(struct producer *p)
         size_t len;
         if (build_batch(p, &buf, &len) < 0)
             return -1;
-        if (push(p, buf, len, NULL, 0) < 0) {
+        if (p->o.lose && (b + 1) % p->o.lose == 0) {
+            /* As if the agent died with it in its socket. */
+            p->lost_events += (uint64_t)p->o.events + p->dropped_events;
+            handed_over(p);
+        } else if (push(p, buf, len, NULL, 0) < 0) {
             if (zmq_errno() != EAGAIN) {
                 fprintf(stderr, "iotrace-producer: send: %s\n", zmq_strerror(zmq_errno()));
                 free(buf);
@@ -273,6 +287,7 @@ static int send_good(struct producer *p)
         } else {
             p->sent_events += (uint64_t)p->o.events;
             p->sent_bytes += len;
+            handed_over(p);
         }
         free(buf);
         pace(p, start);
@@ -329,6 +344,7 @@ static int send_bad(struct producer *p)
         size_t len;
         if (build_batch(p, &buf, &len) < 0)
             return -1;
+        p->seq++;
         corrupt(p, p->o.bad, &buf, &len);
         int multipart = !strcmp(p->o.bad, "multipart");
         int rc = push(p, buf, multipart ? len / 2 : len, multipart ? buf + len / 2 : NULL,
@@ -362,6 +378,9 @@ static void parse_options(struct options *o, int argc, char **argv, char *host)
         {"nonblocking", 0, IOT_OPT_FLAG, &o->nonblocking, NULL,
          "never block, like the client library: a batch the agent does not take is dropped "
          "and reported in a drop record of the next batch"},
+        {"lose", 0, IOT_OPT_INT, &o->lose, "N",
+         "every Nth batch counts as handed over but is never sent, as if the agent had died "
+         "with it in its socket: readers of the store must report its events as lost"},
         {"hwm", 0, IOT_OPT_INT, &o->hwm, "N",
          "batches ZeroMQ may queue towards the agent (default 1000)"},
         {"linger", 0, IOT_OPT_INT, &o->linger, "SECONDS",
@@ -451,10 +470,10 @@ int main(int argc, char **argv)
     zmq_ctx_term(p.zctx);
     double secs = (double)(iot_mono_ns() - t0) / 1e9;
     printf("key=%s epoch=%016llx batches=%ld sent_events=%llu bytes=%llu "
-           "dropped_batches=%llu seconds=%.3f%s%s\n",
+           "dropped_batches=%llu lost_events=%llu seconds=%.3f%s%s\n",
            p.key, (unsigned long long)p.epoch, p.o.batches,
            (unsigned long long)p.sent_events, (unsigned long long)p.sent_bytes,
-           (unsigned long long)p.dropped_batches, secs, p.o.bad ? " bad=" : "",
+           (unsigned long long)p.dropped_batches, (unsigned long long)p.lost_events, secs, p.o.bad ? " bad=" : "",
            p.o.bad ? p.o.bad : "");
     free_columns(&p.c);
     if (p.truth && fclose(p.truth) != 0)

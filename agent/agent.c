@@ -13,6 +13,7 @@
 #include <zmq.h>
 
 #include "clocksync.h"
+#include "curve.h"
 #include "intake.h"
 #include "journal.h"
 #include "log.h"
@@ -39,15 +40,22 @@ struct config {
     char *log_level;
     char *state_dir;
     char *spool_sync;
+    char *socket_mode;
+    char *curve_key;
+    char *collector_key;
+    int insecure;
+    char *keygen;
 };
 
 struct agent {
     struct config cfg;
     int64_t credit_timeout_ns, drain_timeout_ns, stats_interval_ns, clock_interval_ns;
     int64_t spool_sync_ns;
+    unsigned socket_mode;
     char spool_dir[4096];
     struct journal journal;
     int journal_open;
+    struct iot_curve_keys curve_own, curve_collector;
     char hostname[256];
     void *zctx;
     int sigfd;
@@ -119,6 +127,7 @@ static void parse_options(struct agent *a, int argc, char **argv)
         .log_level = "info",
         .state_dir = getenv("STATE_DIRECTORY") ? getenv("STATE_DIRECTORY") : "",
         .spool_sync = "1s",
+        .socket_mode = "0666",
     };
     const struct iot_opt opts[] = {
         {"collector", 'c', IOT_OPT_STRING, &c->collector, "tcp://HOST:PORT",
@@ -127,6 +136,10 @@ static void parse_options(struct agent *a, int argc, char **argv)
          "endpoint local producers push batches to; the directory of an ipc path is "
          "created and a stale socket file replaced (default ipc:///tmp/iotrace-agent.sock, "
          "the client library's default IOTRACE_AGENT)"},
+        {"socket-mode", 0, IOT_OPT_STRING, &c->socket_mode, "MODE",
+         "permissions of an ipc socket file, octal; the default lets the processes of every "
+         "local user connect, and each batch is stamped with the user, group and process "
+         "that sent it, as the kernel reports them (default 0666)"},
         {"node", 'n', IOT_OPT_STRING, &c->node, "NAME",
          "node name sent to the collector (default: short host name)"},
         {"max-pending", 0, IOT_OPT_SIZE, &c->max_pending, "SIZE",
@@ -152,6 +165,18 @@ static void parse_options(struct agent *a, int argc, char **argv)
          "when spooled batches reach the disk itself: after every batch, at most DURATION "
          "after they were written, or when the kernel decides; they survive the agent's "
          "death in any case, a crash of the node only once synced (default 1s)"},
+        {"curve-key", 0, IOT_OPT_STRING, &c->curve_key, "FILE",
+         "authenticate to the collector and encrypt the connection with CURVE, with this "
+         "key pair (written by --keygen; its .pub goes into the collector's --curve-clients); "
+         "needs --collector-key"},
+        {"collector-key", 0, IOT_OPT_STRING, &c->collector_key, "FILE",
+         "the collector's public key (its --keygen's .pub file)"},
+        {"insecure", 0, IOT_OPT_FLAG, &c->insecure, NULL,
+         "allow a --collector beyond loopback without CURVE: batches travel unauthenticated "
+         "and in clear"},
+        {"keygen", 0, IOT_OPT_STRING, &c->keygen, "PATH",
+         "write a new CURVE key pair to PATH (mode 0600) and its public key to PATH.pub, then "
+         "exit"},
         {"log-level", 0, IOT_OPT_STRING, &c->log_level, "LEVEL",
          "error, warn, info or debug (default info)"},
     };
@@ -175,6 +200,14 @@ static void parse_options(struct agent *a, int argc, char **argv)
     int first = iot_opts_parse(&spec, argc, argv);
     if (first < argc)
         usage_error("unexpected argument '%s'", argv[first]);
+    if (c->keygen)
+        iot_curve_keygen_main("iotrace-agent", c->keygen);
+    if (!c->curve_key != !c->collector_key)
+        usage_error("%s--curve-key and --collector-key go together", "");
+    if (!c->curve_key && !c->insecure && !iot_endpoint_is_local(c->collector))
+        usage_error("--collector %s is beyond loopback: it needs --curve-key and "
+                    "--collector-key (or --insecure)",
+                    c->collector);
     if (parse_duration(c->credit_timeout, &a->credit_timeout_ns) < 0 ||
         a->credit_timeout_ns == 0)
         usage_error("--credit-timeout expects a duration such as 30s, got '%s'",
@@ -197,6 +230,11 @@ static void parse_options(struct agent *a, int argc, char **argv)
         usage_error("--node must not be empty%s", "");
     if (c->max_pending == 0)
         usage_error("--max-pending must be larger than 0%s", "");
+    char *end;
+    unsigned long mode = strtoul(c->socket_mode, &end, 8);
+    if (!c->socket_mode[0] || *end || mode > 0777)
+        usage_error("--socket-mode expects an octal mode such as 0660, got '%s'", c->socket_mode);
+    a->socket_mode = (unsigned)mode;
     if (!strcmp(c->spool_sync, "always"))
         a->spool_sync_ns = JOURNAL_SYNC_ALWAYS;
     else if (!strcmp(c->spool_sync, "never"))
@@ -258,11 +296,20 @@ static int start(struct agent *a)
         iot_warn("no --state-dir: batches not yet acknowledged are held in memory only and "
                  "lost if the agent is killed");
     }
-    if (intake_open(&a->intake, a->zctx, a->cfg.listen, a->cfg.node) < 0)
+    if (intake_open(&a->intake, a->zctx, a->cfg.listen, a->cfg.node, a->socket_mode) < 0)
         return -1;
     a->intake_open = 1;
+    char err[512];
+    if (a->cfg.curve_key &&
+        (iot_curve_load(a->cfg.curve_key, 1, &a->curve_own, err, sizeof err) < 0 ||
+         iot_curve_load(a->cfg.collector_key, 0, &a->curve_collector, err, sizeof err) < 0)) {
+        iot_err("%s", err);
+        return -1;
+    }
+    int curve = a->cfg.curve_key != NULL;
     if (uplink_open(&a->uplink, a->zctx, a->cfg.collector, a->cfg.node, new_session_id(),
-                    a->credit_timeout_ns, &a->spool, &a->stats) < 0)
+                    a->credit_timeout_ns, &a->spool, &a->stats, curve ? &a->curve_own : NULL,
+                    curve ? &a->curve_collector : NULL) < 0)
         return -1;
     clocksync_init(&a->clock, &a->uplink, &a->spool, &a->stats, a->cfg.node,
                    a->cfg.collector, a->clock_interval_ns);

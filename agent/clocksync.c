@@ -36,7 +36,7 @@ void clocksync_init(struct clocksync *cs, struct uplink *ul, struct spool *sp,
     cs->id.kind = IOTRACE__PRODUCER_KIND__PRODUCER_AGENT;
     cs->id.rank = -1;
     cs->peer = peer;
-    if (iot_wire_producer_key(&cs->id, cs->key, sizeof cs->key) < 0)
+    if (iot_wire_producer_key(&cs->id, NULL, cs->key, sizeof cs->key) < 0)
         cs->interval_ns = 0; /* a node name too long to be a key: nothing could be sent */
     if (getrandom(&cs->epoch, sizeof cs->epoch, 0) != sizeof cs->epoch)
         cs->epoch = (uint64_t)iot_now_ns() ^ ((uint64_t)getpid() << 32);

@@ -67,16 +67,19 @@ static int prepare_ipc_path(const char *path)
     return 0;
 }
 
-int intake_open(struct intake *in, void *zctx, const char *endpoint, const char *node)
+int intake_open(struct intake *in, void *zctx, const char *endpoint, const char *node,
+                unsigned socket_mode)
 {
     memset(in, 0, sizeof *in);
-    if (!(in->via_len = iot_wire_via_field(node, in->via))) {
+    if (!(in->via_len = iot_wire_via_field(node, in->tail))) {
         iot_err("node name '%s' is longer than %d bytes", node, IOT_WIRE_VIA_MAX);
         return -1;
     }
     in->bad_log.interval_ns = 1000000000;
+    const char *ipc_path = NULL;
     if (!strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@') {
-        if (prepare_ipc_path(endpoint + 6) < 0)
+        ipc_path = endpoint + 6;
+        if (prepare_ipc_path(ipc_path) < 0)
             return -1;
     }
     in->sock = zmq_socket(zctx, ZMQ_PULL);
@@ -92,7 +95,15 @@ int intake_open(struct intake *in, void *zctx, const char *endpoint, const char 
         intake_close(in);
         return -1;
     }
-    iot_info("listening for producers on %s", endpoint);
+    /* ZeroMQ creates the socket file under the umask; the mode is set once
+     * it exists, before the first producer is read. */
+    if (ipc_path && chmod(ipc_path, socket_mode) < 0) {
+        iot_err("cannot set the mode of %s: %s", ipc_path, strerror(errno));
+        intake_close(in);
+        return -1;
+    }
+    iot_info("listening for producers on %s%s", endpoint,
+             ipc_path && (socket_mode & 0006) == 0006 ? " (every local user may connect)" : "");
     return 0;
 }
 
@@ -106,6 +117,35 @@ static void report_invalid(struct intake *in, const char *why)
                  "report)", why, (unsigned long long)suppressed);
     else
         iot_warn("rejected a message from a producer: %s", why);
+}
+
+/* The sending process, as the kernel told ZeroMQ (SO_PEERCRED) for an ipc
+ * connection: its Peer-Address property ends in ":uid:gid:pid".  0 when not
+ * known (tcp). */
+static int peer_credentials(zmq_msg_t *msg, Iotrace__Sender *out)
+{
+    const char *addr = zmq_msg_gets(msg, "Peer-Address");
+    if (!addr)
+        return 0;
+    const char *p = addr + strlen(addr);
+    unsigned long v[3];
+    for (int i = 2; i >= 0; i--) {
+        const char *colon = p;
+        while (colon > addr && colon[-1] != ':')
+            colon--;
+        if (colon == addr || colon == p)
+            return 0;
+        char *end;
+        v[i] = strtoul(colon, &end, 10);
+        if (end != p || v[i] > UINT32_MAX)
+            return 0;
+        p = colon - 1;
+    }
+    iotrace__sender__init(out);
+    out->uid = (uint32_t)v[0];
+    out->gid = (uint32_t)v[1];
+    out->pid = (uint32_t)v[2];
+    return 1;
 }
 
 /* Stores one received message if its envelope is sound. */
@@ -122,17 +162,25 @@ static void accept_message(struct intake *in, zmq_msg_t *msg, struct spool *sp,
         return;
     }
     char key[512];
-    if (b->raw_size == 0) {
+    Iotrace__Sender sender;
+    int known = peer_credentials(msg, &sender);
+    size_t tail_len = in->via_len;
+    if (known)
+        tail_len += iot_wire_sender_field(&sender, in->tail + in->via_len);
+    if (b->sender) {
+        st->invalid++;
+        report_invalid(in, "the batch names its sender, which only the agent may do");
+    } else if (b->raw_size == 0) {
         /* Nothing to forward, and exactly what a batch cut short after its
          * seq field looks like (proto3 omits the zero-valued rest): storing
          * it would make the collector discard the real batch of that seq as
          * a duplicate. */
         st->invalid++;
         report_invalid(in, "empty batch (no records, or cut short after its seq field)");
-    } else if (iot_wire_producer_key(b->producer, key, sizeof key) < 0) {
+    } else if (iot_wire_producer_key(b->producer, known ? &sender : NULL, key, sizeof key) < 0) {
         st->invalid++;
         report_invalid(in, "producer identity too long");
-    } else if (spool_push_tail(sp, key, b->epoch, b->seq, data, len, in->via, in->via_len) < 0) {
+    } else if (spool_push_tail(sp, key, b->epoch, b->seq, data, len, in->tail, tail_len) < 0) {
         /* Same outcome for the producer as a full store: the batch is lost
          * here, and counted, rather than the agent dying. */
         st->invalid++;

@@ -13,15 +13,21 @@ struct spool;
 struct intake {
     void *sock;
     struct ratelimit bad_log;
-    uint8_t via[IOT_WIRE_VIA_MAX + 3]; /* this agent's node as a `via` field, */
-    size_t via_len;                    /* appended to every batch it takes */
+    /* Appended to every batch taken: this agent's node as its `via`, then,
+     * for the ipc socket, the sending process's credentials as `sender`. */
+    uint8_t tail[IOT_WIRE_VIA_MAX + 3 + IOT_WIRE_SENDER_MAX];
+    size_t via_len;
 };
 
 /* Binds `endpoint`; every batch taken is stamped with `node` (its events
- * are on this node's clock, whatever node the producer names).  For ipc:// it creates the parent directory and removes
- * a socket file left by a dead agent, but refuses to take over the socket of
- * a live one.  Returns -1 after logging why. */
-int intake_open(struct intake *in, void *zctx, const char *endpoint, const char *node);
+ * are on this node's clock, whatever node the producer names).  For ipc://
+ * it creates the parent directory, removes a socket file left by a dead
+ * agent but refuses to take over the socket of a live one, and gives the
+ * socket file `socket_mode` (0666: ranks of every user may connect; each
+ * batch is stamped with its sender's credentials).  Returns -1 after
+ * logging why. */
+int intake_open(struct intake *in, void *zctx, const char *endpoint, const char *node,
+                unsigned socket_mode);
 
 /* Takes at most one message without blocking.  Returns 1 if one was taken
  * (valid or not), 0 if none was waiting, -1 on a socket error. */

@@ -39,13 +39,24 @@ static int open_socket(struct uplink *ul)
     zmq_setsockopt(ul->sock, ZMQ_RECONNECT_IVL, &v, sizeof v);
     v = RECONNECT_MAX_MS;
     zmq_setsockopt(ul->sock, ZMQ_RECONNECT_IVL_MAX, &v, sizeof v);
+    if (ul->curve_own &&
+        (zmq_setsockopt(ul->sock, ZMQ_CURVE_SERVERKEY, ul->curve_collector->public_key,
+                        IOT_CURVE_Z85 + 1) < 0 ||
+         zmq_setsockopt(ul->sock, ZMQ_CURVE_PUBLICKEY, ul->curve_own->public_key,
+                        IOT_CURVE_Z85 + 1) < 0 ||
+         zmq_setsockopt(ul->sock, ZMQ_CURVE_SECRETKEY, ul->curve_own->secret_key,
+                        IOT_CURVE_Z85 + 1) < 0)) {
+        iot_err("cannot set up CURVE: %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
 
     char mon_ep[64];
     snprintf(mon_ep, sizeof mon_ep, "inproc://iotrace-agent-monitor-%u", ul->mon_serial++);
     if (zmq_socket_monitor(ul->sock, mon_ep,
                            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
                                ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) < 0)
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) < 0)
         return -1;
     ul->mon = zmq_socket(ul->zctx, ZMQ_PAIR);
     if (!ul->mon || zmq_connect(ul->mon, mon_ep) < 0)
@@ -73,9 +84,12 @@ static void close_socket(struct uplink *ul)
 
 int uplink_open(struct uplink *ul, void *zctx, const char *endpoint, const char *node,
                 uint64_t session, int64_t credit_timeout_ns, struct spool *sp,
-                struct agent_stats *st)
+                struct agent_stats *st, const struct iot_curve_keys *own,
+                const struct iot_curve_keys *collector)
 {
     memset(ul, 0, sizeof *ul);
+    ul->curve_own = own;
+    ul->curve_collector = collector;
     ul->zctx = zctx;
     ul->endpoint = endpoint;
     ul->node = node;
@@ -88,8 +102,8 @@ int uplink_open(struct uplink *ul, void *zctx, const char *endpoint, const char 
         close_socket(ul);
         return -1;
     }
-    iot_info("connecting to collector %s as node '%s', session %016llx", endpoint, node,
-             (unsigned long long)session);
+    iot_info("connecting to collector %s as node '%s', session %016llx%s", endpoint, node,
+             (unsigned long long)session, own ? ", CURVE" : "");
     return 0;
 }
 
@@ -105,6 +119,19 @@ static void restart_session(struct uplink *ul)
         iot_err("cannot open a new collector socket: %s", zmq_strerror(zmq_errno()));
         close_socket(ul);
     }
+}
+
+static void back_off(struct uplink *ul)
+{
+    spool_unsend_all(ul->spool);
+    close_socket(ul);
+    ul->state = UPLINK_CONNECTING;
+    ul->credit = 0;
+    ul->backoff_ns = ul->backoff_ns ? ul->backoff_ns * 2 : 1000000000;
+    if (ul->backoff_ns > 30000000000)
+        ul->backoff_ns = 30000000000;
+    ul->retry_at = iot_mono_ns() + ul->backoff_ns;
+    iot_debug("next attempt to reach collector %s in %.0f s", ul->endpoint, ul->backoff_ns / 1e9);
 }
 
 static void send_hello(struct uplink *ul)
@@ -141,6 +168,15 @@ static void on_monitor_event(struct uplink *ul)
     zmq_msg_close(&addr);
 
     switch (event) {
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+        /* Said once until a session opens. */
+        if (!ul->auth_logged)
+            iot_err("collector %s refused this agent's CURVE key (not among its "
+                    "--curve-clients); batches are kept and sent once it is admitted",
+                    ul->endpoint);
+        ul->auth_logged = 1;
+        back_off(ul);
+        break;
     case ZMQ_EVENT_CONNECTED:
         if (ul->ever_connected)
             ul->stats->reconnects++;
@@ -159,7 +195,11 @@ static void on_monitor_event(struct uplink *ul)
         ul->retry_logged = 1;
         break;
     default:
-        iot_warn("handshake with collector %s failed (event 0x%x)", ul->endpoint, event);
+        if (!ul->auth_logged)
+            iot_warn("handshake with collector %s failed (event 0x%x)%s", ul->endpoint, event,
+                     ul->curve_own ? "" : ": does it require CURVE?");
+        ul->auth_logged = 1;
+        back_off(ul);
         break;
     }
 }
@@ -182,6 +222,8 @@ static void on_welcome(struct uplink *ul, zmq_msg_t *f, int n)
                  ul->spool->count);
     ul->credit = credit;
     ul->state = UPLINK_READY;
+    ul->auth_logged = 0;
+    ul->backoff_ns = 0;
     ul->sessions++;
 }
 
@@ -301,8 +343,9 @@ static int receive_one(struct uplink *ul)
 
 void uplink_poll_items(const struct uplink *ul, zmq_pollitem_t *items)
 {
-    items[0] = (zmq_pollitem_t){.socket = ul->sock, .events = ZMQ_POLLIN};
-    items[1] = (zmq_pollitem_t){.socket = ul->mon, .events = ZMQ_POLLIN};
+    /* Without a socket, fd -1: zmq_poll would otherwise watch fd 0. */
+    items[0] = (zmq_pollitem_t){.socket = ul->sock, .fd = -1, .events = ZMQ_POLLIN};
+    items[1] = (zmq_pollitem_t){.socket = ul->mon, .fd = -1, .events = ZMQ_POLLIN};
 }
 
 void uplink_handle(struct uplink *ul, const zmq_pollitem_t *items)
@@ -366,7 +409,8 @@ int uplink_send_ping(struct uplink *ul, int64_t *t1)
 void uplink_tick(struct uplink *ul, int64_t now_ns)
 {
     if (!ul->sock) {
-        restart_session(ul);
+        if (now_ns >= ul->retry_at)
+            restart_session(ul);
         return;
     }
     int waiting = ul->state == UPLINK_WAIT_WELCOME ||

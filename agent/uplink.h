@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <zmq.h>
 
+#include "curve.h"
 #include "stats.h"
 
 struct spool;
@@ -30,6 +31,15 @@ struct uplink {
     int64_t credit_timeout_ns;
     struct spool *spool;
     struct agent_stats *stats;
+
+    /* CURVE: this agent's key pair and the collector's public key; NULL
+     * for a plain connection. */
+    const struct iot_curve_keys *curve_own, *curve_collector;
+    int auth_logged;
+    /* After a failed handshake the socket stays closed until retry_at, the
+     * wait doubling up to 30 s, so that a refused agent does not hammer the
+     * collector; a WELCOME resets it. */
+    int64_t retry_at, backoff_ns;
 
     void *sock, *mon;
     unsigned mon_serial;
@@ -51,7 +61,8 @@ struct uplink {
 
 int uplink_open(struct uplink *ul, void *zctx, const char *endpoint, const char *node,
                 uint64_t session, int64_t credit_timeout_ns, struct spool *sp,
-                struct agent_stats *st);
+                struct agent_stats *st, const struct iot_curve_keys *own,
+                const struct iot_curve_keys *collector);
 
 /* Fills UPLINK_POLL_ITEMS poll items (socket, monitor) ... */
 void uplink_poll_items(const struct uplink *ul, zmq_pollitem_t *items);

@@ -418,11 +418,48 @@ void iot_wire_delta_decode(int64_t *v, size_t n)
     }
 }
 
-int iot_wire_producer_key(const iot_producer *p, char *buf, size_t len)
+int iot_wire_producer_key(const iot_producer *p, const Iotrace__Sender *sender, char *buf,
+                          size_t len)
 {
-    int n = snprintf(buf, len, "%s/%u/%llu", p->node ? p->node : "", p->pid,
-                     (unsigned long long)p->start_time_ns);
+    int n = sender ? snprintf(buf, len, "%s/%u/%llu/u%u", p->node ? p->node : "", p->pid,
+                              (unsigned long long)p->start_time_ns, sender->uid)
+                   : snprintf(buf, len, "%s/%u/%llu", p->node ? p->node : "", p->pid,
+                              (unsigned long long)p->start_time_ns);
     return (n < 0 || (size_t)n >= len) ? -1 : n;
+}
+
+int iot_wire_batch_key(const iot_batch *b, char *buf, size_t len)
+{
+    return iot_wire_producer_key(b->producer, b->sender, buf, len);
+}
+
+static size_t put_varint(uint8_t *out, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
+size_t iot_wire_sender_field(const Iotrace__Sender *sender, uint8_t out[IOT_WIRE_SENDER_MAX])
+{
+    /* Field 12, length-delimited (tag 0x62), holding fields 1-3 as varints,
+     * every one written even when 0 (root), which proto3 would leave out. */
+    uint8_t inner[18];
+    size_t n = 0;
+    inner[n++] = 0x08;
+    n += put_varint(inner + n, sender->uid);
+    inner[n++] = 0x10;
+    n += put_varint(inner + n, sender->gid);
+    inner[n++] = 0x18;
+    n += put_varint(inner + n, sender->pid);
+    out[0] = 0x62;
+    out[1] = (uint8_t)n;
+    memcpy(out + 2, inner, n);
+    return n + 2;
 }
 
 size_t iot_wire_via_field(const char *via, uint8_t out[IOT_WIRE_VIA_MAX + 3])

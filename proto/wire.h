@@ -67,7 +67,17 @@ size_t iot_wire_via_field(const char *via, uint8_t out[IOT_WIRE_VIA_MAX + 3]);
  * agent's (`via`), or for a batch that came another way the producer's. */
 const char *iot_wire_clock_node(const iot_batch *b);
 
-/* Producer identity as one printable key: "node/pid/start_time_ns". */
-int iot_wire_producer_key(const iot_producer *p, char *buf, size_t len);
+/* Producer identity as one printable key: "node/pid/start_time_ns", and
+ * "/uUID" after it when the agent named the local user that sent the batch:
+ * a process of one user cannot pass for one of another, nor take the
+ * sequence numbers of its batches.  -1 if it does not fit. */
+int iot_wire_producer_key(const iot_producer *p, const Iotrace__Sender *sender, char *buf,
+                          size_t len);
+int iot_wire_batch_key(const iot_batch *b, char *buf, size_t len);
+
+/* The bytes that, appended to an encoded batch, set its `sender`; at most
+ * IOT_WIRE_SENDER_MAX of them. */
+#define IOT_WIRE_SENDER_MAX 20
+size_t iot_wire_sender_field(const Iotrace__Sender *sender, uint8_t out[IOT_WIRE_SENDER_MAX]);
 
 #endif

@@ -53,3 +53,14 @@ if(TARGET iotrace-collector)
     DEPENDS iotrace-agent iotrace-producer iotrace-collector
     USES_TERMINAL)
 endif()
+
+# Ranks of another user than the agent's: the socket is open to all, every
+# batch carries its sender's uid, a user cannot publish into another's job.
+if(TARGET iotrace-collector)
+  add_test(NAME agent.other_users
+           COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/users_test.py
+                   $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+                   $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
+  set_tests_properties(agent.other_users PROPERTIES TIMEOUT 120 LABELS agent SKIP_RETURN_CODE 77
+                       ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
+endif()

@@ -45,3 +45,10 @@ add_test(NAME collector.lost_in_transit
           $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
           $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
 set_tests_properties(collector.lost_in_transit PROPERTIES LABELS collector TIMEOUT 120)
+
+# CURVE between agents and the collector: keys, the allow-list, refusals.
+add_test(NAME collector.curve
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/curve_test.py
+          $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+          $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
+set_tests_properties(collector.curve PROPERTIES LABELS collector TIMEOUT 120)

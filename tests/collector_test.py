@@ -54,7 +54,7 @@ class Collector:
 
 
 def ev(kind, job, node, rank, pid, tid, func, callid, file, offset, nbytes, ret, t, dur, **extra):
-    e = {"kind": kind, "job": job, "node": node, "rank": rank, "pid": pid, "tid": tid,
+    e = {"kind": kind, "job": job, "node": node, "rank": rank, "pid": pid, "uid": None, "tid": tid,
          "func": func, "callid": callid, "file": file, "offset": offset, "bytes": nbytes}
     if kind == "mpiio":
         e["xfer"] = extra.pop("xfer")
@@ -76,7 +76,7 @@ EXPECTED = [
     ev("posix", "job42", "nodeA", 0, 1001, 1002, "writev", None, None, None, 100, 100, 2000, 100),
     ev("posix", "job42", "nodeA", 0, 1001, 1001, "read", None, "/data/out.dat", None, 10, -9,
        5000, 10),
-    {"kind": "drop", "node": "nodeA", "pid": 1001, "job": "job42", "rank": 0,
+    {"kind": "drop", "node": "nodeA", "pid": 1001, "uid": None, "job": "job42", "rank": 0,
      "reason": "buffer_full", "count": 7, "t_start": T0 + 6000, "t_end": T0 + 7000, "tid": 1001},
     ev("mpiio", "job42", "nodeA", 0, 1001, 1001, "MPI_File_write_at_all", "0x2", "/data/out.dat",
        4096, 4096, 0, 8000, 4000, xfer=4096, coll_seq=1),
@@ -97,7 +97,7 @@ EXPECTED = [dict(e, t_start=e["t_start"] + CLOCK_A, t_end=e["t_end"] + CLOCK_A)
 # The batch with a sound envelope around a body that cannot be decoded: its
 # events are lost and counted as dropped, at the time it was stored (checked
 # apart: it is not known in advance).
-UNREADABLE = {"kind": "drop", "node": "nodeB", "pid": 5005, "job": "job9", "rank": 0,
+UNREADABLE = {"kind": "drop", "node": "nodeB", "pid": 5005, "uid": None, "job": "job9", "rank": 0,
               "reason": "unreadable", "count": 3, "t_start": None, "t_end": None, "tid": 0}
 EXPECTED.append(UNREADABLE)
 RAW = RAW + [UNREADABLE]

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "curve.h"
 #include "dedup.h"
 #include "http.h"
 #include "ingest.h"
@@ -56,6 +57,10 @@ static long opt_grace_ms = 2000;
 static long opt_job_idle_ms = 10000;
 static long opt_keep_s = 3600;
 static char *opt_analysis = "on";
+static char *opt_curve_key;
+static char *opt_curve_clients;
+static int opt_insecure;
+static char *opt_keygen;
 
 static const struct iot_opt options[] = {
     {"listen", 'l', IOT_OPT_STRING, &opt_listen, "tcp://HOST:PORT",
@@ -94,6 +99,16 @@ static const struct iot_opt options[] = {
      "--http off"},
     {"job-idle", 0, IOT_OPT_INT, &opt_job_idle_ms, "MS",
      "a job without a new batch for this long is finished (default 10000)"},
+    {"curve-key", 0, IOT_OPT_STRING, &opt_curve_key, "FILE",
+     "authenticate and encrypt the agents' connections with CURVE, with this key pair "
+     "(written by --keygen); needs --curve-clients"},
+    {"curve-clients", 0, IOT_OPT_STRING, &opt_curve_clients, "DIR",
+     "admit only agents whose public key is in a *.pub file of DIR, read at every connection"},
+    {"insecure", 0, IOT_OPT_FLAG, &opt_insecure, NULL,
+     "allow --listen beyond loopback without CURVE: anyone who can reach the port can send "
+     "batches"},
+    {"keygen", 0, IOT_OPT_STRING, &opt_keygen, "PATH",
+     "write a new CURVE key pair to PATH (mode 0600) and its public key to PATH.pub, then exit"},
     {"keep", 0, IOT_OPT_INT, &opt_keep_s, "SEC",
      "how long a finished job's figures, timeline and metrics stay in memory (default 3600); "
      "they are recomputed from the store after that"},
@@ -116,6 +131,7 @@ struct counters {
     uint64_t dup_batches, dup_events;
     uint64_t rejected;
     uint64_t malformed;
+    uint64_t auth_refused;
 };
 
 struct peer {
@@ -151,6 +167,9 @@ struct collector {
     uint64_t bytes_stored, acks_sent, syncs;
     uint64_t kind_batches[IOT_INGEST_KINDS], kind_events[IOT_INGEST_KINDS];
     void *zctx, *sock;
+    void *zap; /* ZeroMQ's authentication requests, with CURVE */
+    void *mon; /* handshake failures of the agents' socket, with CURVE */
+    struct iot_curve_keys keys;
     struct iot_store *store;
     struct iot_dedup *dedup;
     struct iot_ratelog *ratelog;
@@ -395,7 +414,7 @@ static void reject_batch(struct collector *c, struct message *m, const iot_batch
         raw = iotrace__batch__unpack(NULL, len, data);
     const iot_batch *b = opened ? opened : raw;
     char key[KEY_MAX] = "";
-    if (b && b->producer && b->producer->node && iot_wire_producer_key(b->producer, key, sizeof key) < 0)
+    if (b && b->producer && b->producer->node && iot_wire_batch_key(b, key, sizeof key) < 0)
         key[0] = '\0';
     queue_ack(c, m, IOT_ACK_REJECTED, key, b ? b->epoch : 0, b ? b->seq : 0, reason);
     if (raw)
@@ -495,7 +514,7 @@ static void log_clock(const iot_batch *b)
 static void accept_batch(struct collector *c, struct message *m, const iot_batch *b)
 {
     char key[KEY_MAX];
-    if (iot_wire_producer_key(b->producer, key, sizeof key) < 0) {
+    if (iot_wire_batch_key(b, key, sizeof key) < 0) {
         reject_batch(c, m, NULL, "producer node name too long");
         return;
     }
@@ -700,6 +719,7 @@ static void publish(struct collector *c, int synced)
     k->dup_events = c->count.dup_events;
     k->rejected = c->count.rejected;
     k->malformed = c->count.malformed;
+    k->auth_refused = c->count.auth_refused;
     k->bytes_stored = c->bytes_stored;
     k->acks = c->acks_sent;
     k->syncs = c->syncs += (uint64_t)synced;
@@ -769,16 +789,129 @@ static int poll_timeout_ms(const struct collector *c)
     return left < 0 ? 0 : left > POLL_MS ? POLL_MS : (int)left;
 }
 
+/* ZeroMQ asks before admitting a CURVE client: the handshake proved that
+ * the peer holds the secret key of the public key it showed, and only keys
+ * listed in --curve-clients get in.  Answered in the ingest loop: a request
+ * comes once per connection. */
+static void answer_zap(struct collector *c)
+{
+    zmq_msg_t f[7];
+    int n = 0;
+    for (int more = 1; more && n < 7; n++) {
+        zmq_msg_init(&f[n]);
+        if (zmq_msg_recv(&f[n], c->zap, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&f[n]);
+            for (int i = 0; i < n; i++)
+                zmq_msg_close(&f[i]);
+            return;
+        }
+        more = zmq_msg_more(&f[n]);
+    }
+    int allowed = 0;
+    char key[IOT_CURVE_Z85 + 1] = "?", peer[64] = "?";
+    if (n == 7 && zmq_msg_size(&f[6]) == 32 && zmq_msg_size(&f[5]) == 5 &&
+        !memcmp(zmq_msg_data(&f[5]), "CURVE", 5)) {
+        zmq_z85_encode(key, zmq_msg_data(&f[6]), 32);
+        snprintf(peer, sizeof peer, "%.*s", (int)zmq_msg_size(&f[3]),
+                 (const char *)zmq_msg_data(&f[3]));
+        allowed = iot_curve_allowed(opt_curve_clients, key);
+        if (allowed < 0)
+            iot_err("cannot read the allowed agents' keys in %s: %s", opt_curve_clients,
+                    strerror(errno));
+    }
+    const char *status = allowed == 1 ? "200" : "400";
+    const char *text = allowed == 1 ? "OK" : "key not allowed";
+    const void *data[6] = {"1.0", zmq_msg_data(&f[1]), status, text, allowed == 1 ? key : "",
+                           ""};
+    size_t len[6] = {3, n > 1 ? zmq_msg_size(&f[1]) : 0, 3, strlen(text),
+                     allowed == 1 ? strlen(key) : 0, 0};
+    send_frames(c->zap, data, len, 6);
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&f[i]);
+    if (allowed != 1) {
+        char text_key[160];
+        snprintf(text_key, sizeof text_key,
+                 "refused a connection: its CURVE public key %s is not in --curve-clients", key);
+        iot_ratelog_note(c->ratelog, peer, text_key, iot_mono_ns());
+    }
+}
+
+/* Every failed handshake (a key not admitted, a peer without CURVE or with
+ * the wrong collector key, garbage) is counted; the ZAP handler logs the
+ * refused keys. */
+static void read_monitor(struct collector *c)
+{
+    zmq_msg_t ev;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return;
+    }
+    uint16_t event = 0;
+    if (zmq_msg_size(&ev) >= 2)
+        memcpy(&event, zmq_msg_data(&ev), 2);
+    while (zmq_msg_more(&ev) && zmq_msg_recv(&ev, c->mon, 0) >= 0)
+        ;
+    zmq_msg_close(&ev);
+    if (event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH))
+        c->count.auth_refused++;
+}
+
+/* With CURVE the collector is a CURVE server, and ZeroMQ passes each new
+ * client to the ZAP handler, which must be bound before the first one. */
+static int set_up_curve(struct collector *c)
+{
+    char err[512];
+    if (iot_curve_load(opt_curve_key, 1, &c->keys, err, sizeof err) < 0) {
+        iot_err("%s", err);
+        return -1;
+    }
+    if (iot_curve_allowed(opt_curve_clients, "") < 0) {
+        iot_err("cannot read --curve-clients %s: %s", opt_curve_clients, strerror(errno));
+        return -1;
+    }
+    c->zap = zmq_socket(c->zctx, ZMQ_REP);
+    int one = 1;
+    if (!c->zap || zmq_bind(c->zap, "inproc://zeromq.zap.01") < 0 ||
+        zmq_setsockopt(c->sock, ZMQ_CURVE_SERVER, &one, sizeof one) < 0 ||
+        zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, c->keys.secret_key, IOT_CURVE_Z85 + 1) < 0 ||
+        zmq_setsockopt(c->sock, ZMQ_ZAP_DOMAIN, "iotrace", 7) < 0) {
+        iot_err("cannot set up CURVE: %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    const char *mon_ep = "inproc://iotrace-collector-monitor";
+    if (zmq_socket_monitor(c->sock, mon_ep,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) < 0 ||
+        !(c->mon = zmq_socket(c->zctx, ZMQ_PAIR)) || zmq_connect(c->mon, mon_ep) < 0) {
+        iot_err("cannot watch the agents' handshakes: %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    iot_info("CURVE on: agents authenticate with a key listed in %s; collector public key %s",
+             opt_curve_clients, c->keys.public_key);
+    return 0;
+}
+
 static int serve(struct collector *c)
 {
     while (!stop_requested && !c->fatal) {
-        zmq_pollitem_t item = {c->sock, 0, ZMQ_POLLIN, 0};
-        int rc = zmq_poll(&item, 1, poll_timeout_ms(c));
+        zmq_pollitem_t items[3] = {{c->sock, 0, ZMQ_POLLIN, 0},
+                                   {c->zap, 0, ZMQ_POLLIN, 0},
+                                   {c->mon, 0, ZMQ_POLLIN, 0}};
+        int rc = zmq_poll(items, c->zap ? 3 : 1, poll_timeout_ms(c));
         if (rc < 0 && errno != EINTR) {
             iot_err("zmq_poll: %s", zmq_strerror(errno));
             return -1;
         }
-        if (rc > 0)
+        if (rc > 0 && c->zap && (items[1].revents & ZMQ_POLLIN))
+            answer_zap(c);
+        if (rc > 0 && c->zap && (items[2].revents & ZMQ_POLLIN)) {
+            read_monitor(c);
+            publish(c, 0);
+        }
+        if (rc > 0 && (items[0].revents & ZMQ_POLLIN))
             commit_group(c);
         periodic(c);
     }
@@ -796,7 +929,7 @@ static int rebuild_one(void *ctx, const uint8_t *batch, size_t len, uint64_t rec
     struct rebuild *r = ctx;
     char key[KEY_MAX], why[REASON_MAX];
     iot_batch *b = iot_wire_open(batch, len, why, sizeof why);
-    if (!b || iot_wire_producer_key(b->producer, key, sizeof key) < 0) {
+    if (!b || iot_wire_batch_key(b, key, sizeof key) < 0) {
         r->unreadable++;
         iot_wire_free_batch(b);
         return 0;
@@ -832,6 +965,8 @@ static int open_socket(struct collector *c)
         iot_err("cannot create the ZeroMQ socket: %s", zmq_strerror(errno));
         return -1;
     }
+    if (opt_curve_key && set_up_curve(c) < 0)
+        return -1;
     /* Frames larger than any valid batch are refused by ZeroMQ itself, which
      * drops the connection before the bytes reach memory. */
     int64_t max = (int64_t)IOT_WIRE_MAX_BATCH + 65536;
@@ -937,8 +1072,14 @@ static int finish(struct collector *c, int rc)
     live_stop(c->live);
     if (c->store && iot_store_close(c->store) < 0)
         rc = -1;
+    if (c->mon) {
+        zmq_socket_monitor(c->sock, NULL, 0);
+        zmq_close(c->mon);
+    }
     if (c->sock)
         zmq_close(c->sock);
+    if (c->zap)
+        zmq_close(c->zap);
     if (c->zctx)
         zmq_ctx_term(c->zctx);
     if (c->next_stats) {
@@ -965,6 +1106,16 @@ static void check_options(int argc, char **argv, int first)
     char num[32];
     if (first < argc)
         usage_error("unexpected argument '%s'", argv[first]);
+    if (opt_keygen)
+        iot_curve_keygen_main(spec.program, opt_keygen);
+    if (opt_curve_key && !opt_curve_clients)
+        usage_error("%s--curve-key needs --curve-clients DIR: without it any key would be "
+                    "admitted", "");
+    if (opt_curve_clients && !opt_curve_key)
+        usage_error("%s--curve-clients needs --curve-key FILE", "");
+    if (!opt_curve_key && !opt_insecure && !iot_endpoint_is_local(opt_listen))
+        usage_error("--listen %s is beyond loopback: it needs --curve-key and --curve-clients "
+                    "(or --insecure)", opt_listen);
     if (!opt_store || !opt_store[0])
         usage_error("%s--store DIR is required", "");
     snprintf(num, sizeof num, "%ld", opt_credit);

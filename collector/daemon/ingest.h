@@ -21,6 +21,7 @@ struct ingest_counters {
     uint64_t batches[IOT_INGEST_KINDS], events[IOT_INGEST_KINDS]; /* stored */
     uint64_t dup_batches, dup_events;
     uint64_t rejected, malformed;
+    uint64_t auth_refused; /* connections refused by CURVE authentication */
     uint64_t bytes_stored; /* batch bytes appended and synced */
     uint64_t acks;         /* acknowledgements sent, any status */
     uint64_t syncs;        /* group commits that reached the disk */

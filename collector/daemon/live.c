@@ -775,6 +775,7 @@ json_t *live_status_json(struct live *l)
     json_object_set_new(o, "duplicate_batches", u64(c.dup_batches));
     json_object_set_new(o, "rejected_batches", u64(c.rejected));
     json_object_set_new(o, "malformed_messages", u64(c.malformed));
+    json_object_set_new(o, "auth_refused", u64(c.auth_refused));
     double free_bytes = store_free_bytes(l->cfg.store);
     int64_t store_bytes = iot_store_bytes(l->cfg.store);
     json_object_set_new(o, "store_bytes", store_bytes < 0 ? json_null() : json_integer(store_bytes));
@@ -1062,6 +1063,9 @@ static void collector_metrics(struct buf *b, const struct ingest_counters *c, do
     } scalar[] = {
         {"iotrace_collector_malformed_messages_total", "counter",
          "Messages that were not valid protocol messages.", "%.0f", (double)c->malformed},
+        {"iotrace_collector_auth_refused_total", "counter",
+         "Connections refused by CURVE authentication (a key not in --curve-clients).", "%.0f",
+         (double)c->auth_refused},
         {"iotrace_collector_stored_bytes_total", "counter",
          "Batch bytes appended to the store and synced.", "%.0f", (double)c->bytes_stored},
         {"iotrace_collector_acks_total", "counter", "Acknowledgements sent to agents.", "%.0f",

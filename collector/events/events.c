@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fail.h"
+#include "grow.h"
 #include "iot_functions.h"
 #include "log.h"
 #include "store.h"
@@ -129,6 +130,7 @@ void xp_data_free(struct xp_data *d)
         free(d->files[i].path);
     free(d->files);
     free(d->producers);
+    free(d->job_owner);
     memset(d, 0, sizeof *d);
 }
 
@@ -204,7 +206,46 @@ static int add_file(struct xp_data *d, uint32_t producer, uint64_t id, const cha
     return 0;
 }
 
-static int new_producer(struct xp_data *d, const iot_producer *p, const char *clock)
+/* A job belongs to the local user whose processes named it first.  A
+ * process of another user that names the same job (by mistake, or to pass
+ * its events off as someone else's) is kept apart, in the job "JOB~uUID".
+ * A producer whose user is not known (no agent's ipc socket in between)
+ * joins any. */
+static uint32_t job_of(struct xp_data *d, const char *job, int64_t uid)
+{
+    uint32_t j = xp_intern(&d->jobs, job);
+    if (j == 0 || j == UINT32_MAX)
+        return j;
+    size_t had = d->cap_job_owner;
+    if (iot_grow((void **)&d->job_owner, &d->cap_job_owner, d->jobs.n, sizeof *d->job_owner,
+                 64) < 0)
+        return UINT32_MAX;
+    for (size_t i = had; i < d->cap_job_owner; i++)
+        d->job_owner[i] = -2;
+    int64_t *owner = &d->job_owner[j];
+    if (*owner == -2 || *owner == -1) {
+        if (uid >= 0 || *owner == -2)
+            *owner = uid;
+        return j;
+    }
+    if (uid < 0 || *owner == uid)
+        return j;
+    char name[512];
+    if (snprintf(name, sizeof name, "%s~u%lld", job, (long long)uid) >= (int)sizeof name)
+        return j; /* a job id of hundreds of bytes: nothing left to tell them apart by */
+    size_t before = d->jobs.n;
+    uint32_t k = xp_intern(&d->jobs, name);
+    if (k == UINT32_MAX)
+        return k;
+    if (k >= before)
+        iot_warn("job '%s' belongs to uid %lld; processes of uid %lld name it too: their events "
+                 "are kept apart as job '%s'",
+                 job, (long long)*owner, (long long)uid, name);
+    return job_of(d, name, uid);
+}
+
+static int new_producer(struct xp_data *d, const iot_producer *p, const char *clock,
+                        int64_t uid)
 {
     if (d->n_producers == d->cap_producers) {
         size_t cap = d->cap_producers ? d->cap_producers * 2 : 64;
@@ -218,7 +259,8 @@ static int new_producer(struct xp_data *d, const iot_producer *p, const char *cl
     *x = (struct xp_producer){0};
     x->node = xp_intern(&d->nodes, p->node);
     x->clock = xp_intern(&d->nodes, clock);
-    x->job = xp_intern(&d->jobs, p->job);
+    x->uid = uid;
+    x->job = job_of(d, p->job, uid);
     x->server = xp_intern(&d->servers, p->server);
     x->pid = p->pid;
     x->rank = p->rank;
@@ -241,7 +283,7 @@ static int refresh_producer(struct xp_data *d, struct xp_producer *x, const iot_
         return -1;
     if (p->rank >= 0)
         x->rank = p->rank;
-    if (x->job == 0 && p->job && p->job[0] && (x->job = xp_intern(&d->jobs, p->job)) == UINT32_MAX)
+    if (x->job == 0 && p->job && p->job[0] && (x->job = job_of(d, p->job, x->uid)) == UINT32_MAX)
         return -1;
     return 0;
 }
@@ -252,13 +294,15 @@ static uint32_t producer_index(struct xp_data *d, const iot_batch *b)
     const iot_producer *p = b->producer;
     const char *clock = iot_wire_clock_node(b);
     char key[512];
-    if (iot_wire_producer_key(p, key, sizeof key) < 0)
+    if (iot_wire_batch_key(b, key, sizeof key) < 0)
         return UINT32_MAX;
     uint32_t idx = xp_intern(&d->keys, key);
     if (idx == UINT32_MAX)
         return idx;
     if (idx == d->n_producers)
-        return new_producer(d, p, clock) < 0 ? UINT32_MAX : idx;
+        return new_producer(d, p, clock, b->sender ? (int64_t)b->sender->uid : -1) < 0
+                   ? UINT32_MAX
+                   : idx;
     return refresh_producer(d, &d->producers[idx], p, clock) < 0 ? UINT32_MAX : idx;
 }
 

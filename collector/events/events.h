@@ -31,6 +31,7 @@ struct xp_producer {
     uint32_t server; /* in xp_data.servers, 0 = none */
     uint32_t pid;
     int32_t rank;
+    int64_t uid;     /* local user that sent its batches (Batch.sender), -1 if not known */
     int kind;        /* Iotrace__ProducerKind */
     uint64_t last_batch; /* ordinal (1, 2, ...) of its last batch in the store, as counted
                             by xp_read_clocks; 0 if unknown */
@@ -89,6 +90,9 @@ struct xp_data {
     uint64_t batches, events;
     uint64_t unreadable_batches; /* stored, but their bodies cannot be decoded */
     uint64_t lost_events;        /* found missing between producers and the store */
+    int64_t *job_owner;          /* per job: uid whose processes named it first, -1 if not
+                                    known, -2 none yet */
+    size_t cap_job_owner;
 };
 
 /* Receives every event; a non-zero return stops reading (err must be set). */

@@ -212,6 +212,11 @@ static json_t *func_value(unsigned id)
     return name ? json_string(name) : json_null();
 }
 
+static json_t *uid_value(const struct xp_producer *p)
+{
+    return p->uid < 0 ? json_null() : json_integer(p->uid);
+}
+
 static json_t *drop_json(const struct xp_data *d, const struct xp_event *ev)
 {
     const struct xp_producer *p = &d->producers[ev->producer];
@@ -219,6 +224,7 @@ static json_t *drop_json(const struct xp_data *d, const struct xp_event *ev)
     json_object_set_new(o, "kind", json_string("drop"));
     json_object_set_new(o, "node", iot_json_text(xp_string(&d->nodes, p->node)));
     json_object_set_new(o, "pid", json_integer(p->pid));
+    json_object_set_new(o, "uid", uid_value(p));
     json_object_set_new(o, "job", job_value(d, ev->job));
     json_object_set_new(o, "rank", rank_value(p));
     size_t n_reasons = sizeof drop_reasons / sizeof *drop_reasons;
@@ -243,6 +249,7 @@ static json_t *event_json(const struct xp_data *d, const struct xp_event *ev)
     json_object_set_new(o, "node", iot_json_text(xp_string(&d->nodes, p->node)));
     json_object_set_new(o, "rank", ev->kind == XP_DISK ? json_null() : rank_value(p));
     json_object_set_new(o, "pid", json_integer(p->pid));
+    json_object_set_new(o, "uid", uid_value(p));
     json_object_set_new(o, "tid", json_integer(ev->tid));
     json_object_set_new(o, "func", func_value(ev->func));
     json_object_set_new(o, "callid", callid_value(ev));

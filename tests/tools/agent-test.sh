@@ -106,7 +106,9 @@ run_producer() {
         fail "producer $name failed"
 }
 
-producer_key() { sed -n 's/^key=\([^ ]*\) .*/\1/p' "$T/$1.out"; }
+# The key the agent files a producer's batches under: the producer's own,
+# and the user the ipc socket says sent them.
+producer_key() { echo "$(sed -n 's/^key=\([^ ]*\) .*/\1/p' "$T/$1.out")/u$(id -u)"; }
 
 # Every seq 0..N-1 of a producer stored exactly once, nothing else from it.
 check_exactly_once() {

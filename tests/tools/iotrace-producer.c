@@ -307,7 +307,8 @@ static void set_version(uint8_t **buf, size_t *len, uint32_t version)
 }
 
 static const char *const bad_kinds[] = {"truncated", "flip",      "version", "magic",
-                                        "garbage",   "empty",     "multipart", "huge"};
+                                        "garbage",   "empty",     "multipart", "huge",
+                                        "sender"};
 
 /* Turns a valid batch into the named kind of garbage. */
 static void corrupt(struct producer *p, const char *kind, uint8_t **buf, size_t *len)
@@ -325,7 +326,17 @@ static void corrupt(struct producer *p, const char *kind, uint8_t **buf, size_t 
             (*buf)[i] = (uint8_t)next_rand(p);
     else if (!strcmp(kind, "empty"))
         *len = 0;
-    else if (!strcmp(kind, "huge")) { /* larger than any batch may be */
+    else if (!strcmp(kind, "sender")) { /* a sound batch that claims to come from root */
+        Iotrace__Sender root = IOTRACE__SENDER__INIT;
+        uint8_t field[IOT_WIRE_SENDER_MAX];
+        size_t n = iot_wire_sender_field(&root, field);
+        uint8_t *more = realloc(*buf, *len + n);
+        if (more) {
+            memcpy(more + *len, field, n);
+            *buf = more;
+            *len += n;
+        }
+    } else if (!strcmp(kind, "huge")) { /* larger than any batch may be */
         size_t n = (size_t)IOT_WIRE_MAX_BATCH + (1u << 20);
         uint8_t *big = calloc(1, n);
         if (big) {
@@ -392,8 +403,8 @@ static void parse_options(struct options *o, int argc, char **argv, char *host)
          "write one line per MPI-IO event: CallID, t_start, and the kernel's CLOCK_REALTIME "
          "read by a raw system call (unshifted by libfaketime)"},
         {"bad", 0, IOT_OPT_STRING, &o->bad, "KIND",
-         "send B corrupt messages instead: truncated, flip, version, magic, garbage, empty "
-         "or multipart"},
+         "send B corrupt messages instead: truncated, flip, version, magic, garbage, empty, "
+         "multipart, huge, or sender (a sound batch naming a sender, which only the agent may)"},
     };
     const struct iot_opts_spec spec = {
         .program = "iotrace-producer",
@@ -424,7 +435,7 @@ static void init_producer(struct producer *p)
     p->id.kind = IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT;
     p->id.job = p->o.job;
     p->id.rank = (int32_t)p->o.rank;
-    iot_wire_producer_key(&p->id, p->key, sizeof p->key);
+    iot_wire_producer_key(&p->id, NULL, p->key, sizeof p->key);
     if (getrandom(&p->epoch, sizeof p->epoch, 0) != sizeof p->epoch)
         p->epoch = (uint64_t)iot_now_ns();
     p->rng = (uint32_t)p->epoch;

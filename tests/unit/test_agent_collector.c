@@ -189,7 +189,7 @@ static void on_batch(struct collector *c, zmq_msg_t *f, int n)
         fflush(c->rec);
         return;
     }
-    iot_wire_producer_key(b->producer, key, sizeof key);
+    iot_wire_batch_key(b, key, sizeof key);
     snprintf(id, sizeof id, "%s %016llx %llu", key, (unsigned long long)b->epoch,
              (unsigned long long)b->seq);
     uint8_t status;

@@ -386,9 +386,9 @@ static void test_round_trip_all_kinds(void **state)
         assert_true(body->disk->t_start[i] == disk_start[i]);
     }
     char key[256];
-    assert_true(iot_wire_producer_key(b->producer, key, sizeof key) > 0);
+    assert_true(iot_wire_batch_key(b, key, sizeof key) > 0);
     assert_string_equal(key, "node17/31337/1699999999000000000");
-    assert_int_equal(iot_wire_producer_key(b->producer, key, 10), -1);
+    assert_int_equal(iot_wire_batch_key(b, key, 10), -1);
 
     iot_wire_free_body(body);
     iot_wire_free_batch(b);
@@ -482,6 +482,44 @@ static void test_stamp_via(void **state)
     memset(toolong, 'x', 299);
     toolong[299] = '\0';
     assert_int_equal(iot_wire_via_field(toolong, field), 0);
+    free(buf);
+}
+
+/* The agent's sender stamp decodes to exactly what it said, root's zeros
+ * included (proto3 would leave them out), and the batch's key then names
+ * the user. */
+static void test_stamp_sender(void **state)
+{
+    (void)state;
+    struct fixture f;
+    make_fixture(&f);
+    size_t len;
+    uint8_t *buf = encode(&f, &f.body, 7, &len);
+    const Iotrace__Sender cases[] = {{.uid = 0, .gid = 0, .pid = 1},
+                                     {.uid = 1000, .gid = 100, .pid = 4194304},
+                                     {.uid = UINT32_MAX, .gid = UINT32_MAX, .pid = UINT32_MAX}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        uint8_t field[IOT_WIRE_SENDER_MAX];
+        size_t n = iot_wire_sender_field(&cases[k], field);
+        assert_true(n >= 8 && n <= IOT_WIRE_SENDER_MAX);
+        uint8_t *out = malloc(len + n);
+        assert_non_null(out);
+        memcpy(out, buf, len);
+        memcpy(out + len, field, n);
+        iot_batch *b;
+        iot_body *body = decode_ok(out, len + n, &b);
+        assert_non_null(b->sender);
+        assert_true(b->sender->uid == cases[k].uid && b->sender->gid == cases[k].gid &&
+                    b->sender->pid == cases[k].pid);
+        assert_body_equal(body, &f.body);
+        char key[256], want[256];
+        assert_true(iot_wire_batch_key(b, key, sizeof key) > 0);
+        snprintf(want, sizeof want, "node17/31337/1699999999000000000/u%u", cases[k].uid);
+        assert_string_equal(key, want);
+        iot_wire_free_body(body);
+        iot_wire_free_batch(b);
+        free(out);
+    }
     free(buf);
 }
 
@@ -941,6 +979,7 @@ int main(void)
         cmocka_unit_test(test_body_defects),
         cmocka_unit_test(test_uncompressed_batch),
         cmocka_unit_test(test_function_table),
+        cmocka_unit_test(test_stamp_sender),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

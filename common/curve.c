@@ -1,0 +1,162 @@
+#include "curve.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "fail.h"
+#include "log.h"
+
+static int write_key_file(const char *path, mode_t mode, const char *text, char *err,
+                          size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0)
+        return iot_fail(err, errlen, "cannot create %s: %s", path, strerror(errno));
+    size_t n = strlen(text);
+    /* fchmod: the umask must not widen nor narrow what the file needs. */
+    int ok = fchmod(fd, mode) == 0 && write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
+    int e = errno;
+    close(fd);
+    if (!ok) {
+        unlink(path);
+        return iot_fail(err, errlen, "cannot write %s: %s", path, strerror(e));
+    }
+    return 0;
+}
+
+int iot_curve_keygen(const char *path, char *err, size_t errlen)
+{
+    char pub[IOT_CURVE_Z85 + 1], sec[IOT_CURVE_Z85 + 1];
+    if (zmq_curve_keypair(pub, sec) != 0)
+        return iot_fail(err, errlen, "this ZeroMQ cannot make CURVE keys: %s",
+                        zmq_strerror(zmq_errno()));
+    char pub_path[4096], text[256];
+    if (snprintf(pub_path, sizeof pub_path, "%s.pub", path) >= (int)sizeof pub_path)
+        return iot_fail(err, errlen, "key file name too long: %s", path);
+    snprintf(text, sizeof text,
+             "# iotrace CURVE key pair (ZeroMQ Z85).  Secret: keep it readable by the\n"
+             "# service only.  The .pub file beside it goes to the other side.\n"
+             "public = %s\nsecret = %s\n",
+             pub, sec);
+    if (write_key_file(path, 0600, text, err, errlen) < 0)
+        return -1;
+    snprintf(text, sizeof text, "# iotrace CURVE public key (ZeroMQ Z85)\npublic = %s\n", pub);
+    if (write_key_file(pub_path, 0644, text, err, errlen) < 0) {
+        unlink(path);
+        return -1;
+    }
+    return 0;
+}
+
+static int valid_z85(const char *s)
+{
+    uint8_t bin[32];
+    return strlen(s) == IOT_CURVE_Z85 && zmq_z85_decode(bin, s) != NULL;
+}
+
+int iot_curve_load(const char *path, int need_secret, struct iot_curve_keys *k, char *err,
+                   size_t errlen)
+{
+    memset(k, 0, sizeof *k);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return iot_fail(err, errlen, "cannot open key file %s: %s", path, strerror(errno));
+    struct stat st;
+    if (need_secret && fstat(fileno(f), &st) == 0 && (st.st_mode & 0077)) {
+        fclose(f);
+        return iot_fail(err, errlen,
+                        "key file %s holds a secret key but may be read by others (mode %03o); "
+                        "chmod 600 it",
+                        path, (unsigned)(st.st_mode & 0777));
+    }
+    char line[512];
+    int lineno = 0, bad = 0;
+    while (!bad && fgets(line, sizeof line, f)) {
+        lineno++;
+        char name[16], value[128];
+        if (line[strspn(line, " \t")] == '#' || line[strspn(line, " \t\r\n")] == '\0')
+            continue;
+        if (sscanf(line, " %15[a-z] = %127s", name, value) != 2 || !valid_z85(value))
+            bad = lineno;
+        else if (!strcmp(name, "public"))
+            memcpy(k->public_key, value, IOT_CURVE_Z85 + 1);
+        else if (!strcmp(name, "secret"))
+            memcpy(k->secret_key, value, IOT_CURVE_Z85 + 1);
+        else
+            bad = lineno;
+    }
+    fclose(f);
+    if (bad)
+        return iot_fail(err, errlen, "key file %s, line %d: expected 'public = KEY' or "
+                                     "'secret = KEY' with a 40-character Z85 key",
+                        path, bad);
+    if (!k->public_key[0])
+        return iot_fail(err, errlen, "key file %s has no public key", path);
+    if (need_secret && !k->secret_key[0])
+        return iot_fail(err, errlen, "key file %s has no secret key (a .pub file?)", path);
+    return 0;
+}
+
+int iot_curve_allowed(const char *dir, const char *public_key)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int found = 0;
+    struct dirent *de;
+    while (!found && (de = readdir(d))) {
+        size_t n = strlen(de->d_name);
+        if (n < 5 || strcmp(de->d_name + n - 4, ".pub") != 0)
+            continue;
+        char path[4096], err[256];
+        struct iot_curve_keys k;
+        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path)
+            continue;
+        if (iot_curve_load(path, 0, &k, err, sizeof err) == 0)
+            found = strcmp(k.public_key, public_key) == 0;
+        else
+            iot_warn("ignoring %s", err);
+    }
+    closedir(d);
+    return found;
+}
+
+int iot_endpoint_is_local(const char *ep)
+{
+    /* ZeroMQ's transports that reach other machines; anything else stays
+     * here or is not a transport at all (and fails when bound). */
+    static const char *const network[] = {"pgm://", "epgm://", "norm://", "ws://", "wss://",
+                                          "tipc://", "vmci://", "udp://"};
+    for (size_t i = 0; i < sizeof network / sizeof *network; i++)
+        if (!strncmp(ep, network[i], strlen(network[i])))
+            return 0;
+    if (strncmp(ep, "tcp://", 6) != 0)
+        return 1;
+    const char *host = ep + 6;
+    /* A connect endpoint may name its source first: "src;host:port". */
+    const char *semi = strchr(host, ';');
+    if (semi)
+        host = semi + 1;
+    return !strncmp(host, "127.", 4) || !strncmp(host, "localhost:", 10) ||
+           !strncmp(host, "[::1]:", 6) || !strncmp(host, "lo:", 3);
+}
+
+void iot_curve_keygen_main(const char *program, const char *path)
+{
+    char err[512];
+    if (iot_curve_keygen(path, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", program, err);
+        exit(1);
+    }
+    printf("%s: wrote the key pair %s (mode 0600) and its public key %s.pub\n", program, path,
+           path);
+    exit(0);
+}

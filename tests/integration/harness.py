@@ -116,14 +116,18 @@ def sanitizer_env(bins):
             "LSAN_OPTIONS": "suppressions=" + LSAN_SUPPRESSIONS}
 
 
-def mpirun(bins, nprocs, argv, env=None, preload=True, timeout=120):
+def mpirun_cmd(bins, nprocs, argv, env=None, preload=True):
     cmd = [bins["mpiexec"], "-n", str(nprocs)]
     if preload:
         cmd += ["-genv", "LD_PRELOAD", bins["preload_prefix"] + bins["client"]]
     for k, v in {**sanitizer_env(bins), **(env or {})}.items():
         cmd += ["-genv", k, v]
-    cmd += argv
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return cmd + argv
+
+
+def mpirun(bins, nprocs, argv, env=None, preload=True, timeout=120):
+    return subprocess.run(mpirun_cmd(bins, nprocs, argv, env, preload),
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def parse_bins(argv):

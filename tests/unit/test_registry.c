@@ -208,9 +208,9 @@ static void *rewriter(void *arg)
     return NULL;
 }
 
-/* Through the writer's mapping and through a reader's pread copies: the
- * rewrites are paced as a rank's are (they happen in MPI_Init), a copy
- * taken mid-rewrite must never be returned. */
+/* Through the writer's mapping and through a reader's pread copies: a
+ * copy taken in the middle of a rewrite must never be returned (fails when
+ * read_entry accepts its first copy). */
 static void rewrites_read_consistently(int through_reader)
 {
     struct race x = {.r = open_ok(1)};
@@ -511,6 +511,17 @@ static int publishes(const char *name)
     return 0; /* the slot stays: the process is gone, the reader must say so */
 }
 
+static int unlink_user_registries(void **state)
+{
+    (void)state;
+    char name[128];
+    shm_name(name, sizeof name, "user", NOBODY);
+    shm_unlink(name);
+    shm_name(name, sizeof name, "user", 0);
+    shm_unlink(name);
+    return 0;
+}
+
 /* The file system client (root) makes a user's registry for that user; the
  * user's ranks can use it, other users cannot touch it. */
 static void test_registry_made_for_a_user(void **state)
@@ -520,8 +531,6 @@ static void test_registry_made_for_a_user(void **state)
     char name[128], mine[128];
     shm_name(name, sizeof name, "user", NOBODY);
     shm_name(mine, sizeof mine, "user", 0);
-    shm_unlink(name);
-    shm_unlink(mine);
     char err[256] = "";
     iot_registry *r = iot_registry_open_reader(name, NOBODY, NOBODY, 1, err, sizeof err);
     if (!r)
@@ -548,8 +557,6 @@ static void test_registry_made_for_a_user(void **state)
     assert_non_null(strstr(err, "belongs to uid 65534"));
     iot_registry_close(w);
     iot_registry_close(r);
-    shm_unlink(name);
-    shm_unlink(mine);
 }
 
 int main(void)
@@ -573,7 +580,8 @@ int main(void)
         cmocka_unit_test_setup(test_not_a_regular_file_refused, setup),
         cmocka_unit_test_setup(test_reader_survives_truncation, setup),
         cmocka_unit_test_setup(test_replaced_registry_is_stale, setup),
-        cmocka_unit_test(test_registry_made_for_a_user),
+        cmocka_unit_test_setup_teardown(test_registry_made_for_a_user, unlink_user_registries,
+                                        unlink_user_registries),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     unlink(path);

@@ -88,6 +88,10 @@ static void pause_ms(long ms)
 static int create_object(const char *path, const char *name, uint32_t uid, uint32_t gid,
                          char *err, size_t errlen)
 {
+    /* Only root can give a registry away; others do not make one for a
+     * user who could not use it. */
+    if (uid != (uint32_t)geteuid() && geteuid() != 0)
+        return 0;
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | OPEN_FLAGS, 0600);
     if (fd < 0)
         return errno == EEXIST ? 0 : iot_fail(err, errlen, "cannot create registry %s: %s",
@@ -273,9 +277,11 @@ static struct iot_reg_slot *slot_at(iot_registry *r, uint32_t tid, uint32_t i)
     return &r->slots[(home_slot(r, tid) + i) & r->mask];
 }
 
+/* A pid no process can have counts as gone (kill() would take it for a
+ * process group). */
 static int process_gone(uint32_t pid)
 {
-    return pid != 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+    return pid != 0 && (pid > INT_MAX || (kill((pid_t)pid, 0) < 0 && errno == ESRCH));
 }
 
 static void write_fields(struct iot_reg_slot *s, uint32_t pid, const char *job, int32_t rank)
@@ -384,7 +390,7 @@ static int read_entry(const iot_registry *r, uint32_t idx, struct iot_reg_slot *
         out->job[sizeof out->job - 1] = '\0';
         /* A process killed inside an MPI-IO call leaves its CallID behind;
          * a new thread that reuses the tid must not inherit it. */
-        return out->callid != 0 && !process_gone(out->pid);
+        return out->callid != 0 && out->pid != 0 && !process_gone(out->pid);
     }
     return 0;
 }

@@ -1,7 +1,7 @@
 /* iotrace-client: GlusterFS translator in a FUSE client's graph.
  *
  * For every fop in IOTRACE_FOPS (the ones that can reach a brick's disk) it
- * looks the calling thread up in the node's CallID registry. The FUSE bridge
+ * looks the calling thread up in its user's CallID registry. The FUSE bridge
  * sets frame->root->pid to the thread id of the process thread that made the
  * system call, and every frame below shares that root, so the lookup works
  * wherever the translator sits. When the thread is inside an MPI-IO call the

@@ -459,6 +459,46 @@ static void test_reader_survives_truncation(void **state)
     expect_open_error("too small");
 }
 
+/* Whatever a writer of the registry puts in a slot, a reader returns at
+ * most a bounded entry for that tid. */
+static void test_forged_slots_are_bounded(void **state)
+{
+    (void)state;
+    iot_registry_close(open_ok(1));
+    iot_registry *r = iot_registry_open_reader(path, (uint32_t)geteuid(), 0, 0, NULL, 0);
+    assert_non_null(r);
+    uint32_t tid = 31337;
+    uint32_t home = (uint32_t)(((uint64_t)tid * 0x9E3779B97F4A7C15ull) >> 32) &
+                    (IOT_REGISTRY_SLOTS - 1);
+    off_t at = (off_t)sizeof(struct iot_reg_header) + (off_t)home * 128;
+    unsigned char slot[128];
+    memset(slot, 'x', sizeof slot); /* a job with no NUL */
+    uint32_t head[4] = {tid, 2, (uint32_t)getpid(), 7};
+    uint64_t callid = 0x1234;
+    memcpy(slot, head, sizeof head);
+    memcpy(slot + 16, &callid, sizeof callid);
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, slot, sizeof slot, at), sizeof slot);
+    struct iot_reg_entry e;
+    assert_int_equal(iot_registry_lookup(r, tid, &e), 1);
+    assert_int_equal(strlen(e.job), IOT_REGISTRY_JOB_MAX);
+    assert_true(e.callid == 0x1234);
+
+    const uint32_t bad_pids[] = {0, 0xffffffffu, 0x80000000u};
+    for (size_t i = 0; i < sizeof bad_pids / sizeof *bad_pids; i++) {
+        head[2] = bad_pids[i];
+        assert_int_equal(pwrite(fd, head, sizeof head, at), sizeof head);
+        assert_int_equal(iot_registry_lookup(r, tid, &e), 0);
+    }
+    head[1] = 3; /* a rewrite that never ends */
+    head[2] = (uint32_t)getpid();
+    assert_int_equal(pwrite(fd, head, sizeof head, at), sizeof head);
+    assert_int_equal(iot_registry_lookup(r, tid, &e), 0);
+    close(fd);
+    iot_registry_close(r);
+}
+
 static void test_replaced_registry_is_stale(void **state)
 {
     (void)state;
@@ -579,6 +619,7 @@ int main(void)
         cmocka_unit_test_setup(test_foreign_or_writable_registry_refused, setup),
         cmocka_unit_test_setup(test_not_a_regular_file_refused, setup),
         cmocka_unit_test_setup(test_reader_survives_truncation, setup),
+        cmocka_unit_test_setup(test_forged_slots_are_bounded, setup),
         cmocka_unit_test_setup(test_replaced_registry_is_stale, setup),
         cmocka_unit_test_setup_teardown(test_registry_made_for_a_user, unlink_user_registries,
                                         unlink_user_registries),

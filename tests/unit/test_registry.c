@@ -228,7 +228,8 @@ static void rewrites_read_consistently(int through_reader)
             continue;
         x.reads++;
         char want[64];
-        snprintf(want, sizeof want, "job-%d-%s", e.rank, e.rank % 2 ? "odd-and-longer-than-even" : "even");
+        snprintf(want, sizeof want, "job-%d-%s", e.rank,
+                 e.rank % 2 ? "odd-and-longer-than-even" : "even");
         if (strcmp(want, e.job) != 0)
             x.torn++;
     }
@@ -444,8 +445,8 @@ static void test_reader_survives_truncation(void **state)
     assert_int_equal(iot_registry_stale(r, path), 0);
 
     /* From here on the writer's mapping must not be touched. */
-    assert_int_equal(truncate(path, sizeof(struct iot_reg_header) + 3 * sizeof(struct iot_reg_slot)),
-                     0);
+    off_t part = (off_t)(sizeof(struct iot_reg_header) + 3 * sizeof(struct iot_reg_slot));
+    assert_int_equal(truncate(path, part), 0);
     assert_int_equal(iot_registry_lookup(r, 4242, &e), 0);
     assert_int_equal(truncate(path, 0), 0);
     for (uint32_t tid = 1; tid < 2000; tid++)

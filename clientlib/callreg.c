@@ -44,13 +44,20 @@ static void thread_exit(void *arg)
     iot_registry_release(slot, slot->tid);
 }
 
+/* The user's own registry, or none: a registry this process cannot trust
+ * not to be truncated by someone else (docs/registry.md) is not used, and
+ * the process traces on without publishing. Tried once per process. */
 static void open_registry(void)
 {
     cr.tried = 1;
-    const char *name = iot_registry_name(NULL);
-    if (!name)
+    const char *base = iot_registry_name(NULL);
+    if (!base)
         return;
-    char err[256];
+    char name[512], err[256];
+    if (iot_registry_user_name(base, (uint32_t)geteuid(), name, sizeof name) < 0) {
+        iot_debug_log("CallIDs are not published: registry name %s is too long", base);
+        return;
+    }
     cr.reg = iot_registry_open(name, 1, err, sizeof err);
     if (!cr.reg) {
         iot_debug_log("CallIDs are not published: %s", err);

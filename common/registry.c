@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,12 +18,25 @@
 _Static_assert(sizeof(struct iot_reg_header) == 64, "registry header is one cache line");
 _Static_assert(sizeof(struct iot_reg_slot) == 128, "registry slots are two cache lines");
 
+/* Where glibc's shm_open keeps its names.  Opening them ourselves adds
+ * O_NOFOLLOW and O_NONBLOCK (a FIFO planted under the name must not block
+ * us) to what shm_open would do. */
+#define SHM_DIR "/dev/shm"
+/* A header may claim no more slots than this: a reader must not be led
+ * into mapping or probing a huge object. */
+#define MAX_SLOTS (1u << 20)
+#define OPEN_FLAGS (O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+#define WAIT_TRIES 50 /* of 2 ms: creation takes microseconds */
+
 struct iot_registry {
-    struct iot_reg_header *hdr;
+    struct iot_reg_header *hdr; /* writers: the mapping; readers: NULL */
     struct iot_reg_slot *slots;
+    int fd;                     /* readers: what lookups pread; writers: -1 */
     uint32_t mask;
-    int writable;
-    size_t map_size;
+    uint32_t uid;               /* the owner it was checked against */
+    size_t size;
+    dev_t dev;
+    ino_t ino;
 };
 
 const char *iot_registry_name(const char *name)
@@ -36,46 +50,28 @@ const char *iot_registry_name(const char *name)
     return name;
 }
 
+int iot_registry_user_name(const char *base, uint32_t uid, char *out, size_t outlen)
+{
+    int n = snprintf(out, outlen, "%s-%u", base ? base : "", uid);
+    return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
 static int is_path(const char *name) { return strchr(name + 1, '/') != NULL; }
 
-static int open_object(const char *name, int flags)
+static int object_path(const char *name, char *out, size_t outlen, char *err, size_t errlen)
 {
-    return is_path(name) ? open(name, flags | O_CLOEXEC, 0666) : shm_open(name, flags, 0666);
+    if (!name || !name[0] || (name[0] != '/' && !is_path(name)))
+        return iot_fail(err, errlen, "registry name '%s' must start with '/'", name ? name : "");
+    int n = is_path(name) ? snprintf(out, outlen, "%s", name)
+                          : snprintf(out, outlen, SHM_DIR "%s", name);
+    if (n < 0 || (size_t)n >= outlen)
+        return iot_fail(err, errlen, "registry name '%s' is too long", name);
+    return 0;
 }
 
 static size_t registry_size(uint32_t slots)
 {
     return sizeof(struct iot_reg_header) + (size_t)slots * sizeof(struct iot_reg_slot);
-}
-
-/* The creator sizes the object, then publishes the header with the magic
- * last, so an opener that sees the magic sees a complete table. */
-static int create_object(const char *name, int *fd_out, char *err, size_t errlen)
-{
-    int fd = open_object(name, O_RDWR | O_CREAT | O_EXCL);
-    if (fd < 0)
-        return errno == EEXIST ? 0 : iot_fail(err, errlen, "cannot create registry %s: %s", name,
-                                          strerror(errno));
-    size_t size = registry_size(IOT_REGISTRY_SLOTS);
-    /* The umask must not keep ranks of other users from writing it. */
-    if (fchmod(fd, 0666) < 0 || ftruncate(fd, (off_t)size) < 0) {
-        int e = errno;
-        close(fd);
-        return iot_fail(err, errlen, "cannot size registry %s: %s", name, strerror(e));
-    }
-    struct iot_reg_header *h = mmap(NULL, sizeof *h, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (h == MAP_FAILED) {
-        int e = errno;
-        close(fd);
-        return iot_fail(err, errlen, "cannot map registry %s: %s", name, strerror(e));
-    }
-    h->version = IOT_REGISTRY_VERSION;
-    h->slots = IOT_REGISTRY_SLOTS;
-    h->slot_size = sizeof(struct iot_reg_slot);
-    atomic_store_explicit(&h->magic, IOT_REGISTRY_MAGIC, memory_order_release);
-    munmap(h, sizeof *h);
-    *fd_out = fd;
-    return 1;
 }
 
 static void pause_ms(long ms)
@@ -84,97 +80,191 @@ static void pause_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* Waits (briefly: creation takes microseconds) until a creator racing with
- * us has sized and published the table, and checks that it is one. */
-static int check_object(int fd, const char *name, size_t *size_out, char *err, size_t errlen)
+/* Makes the registry of `uid` unless it exists (0 either way).  It gets
+ * its final owner and mode before anything else, and the magic last, so
+ * that whoever sees the magic sees a complete table that is already its
+ * owner's.  Written with pwrite: its owner may truncate it meanwhile, and
+ * a mapping would then raise SIGBUS here. */
+static int create_object(const char *path, const char *name, uint32_t uid, uint32_t gid,
+                         char *err, size_t errlen)
 {
-    struct stat st;
+    /* Only root can give a registry away; others do not make one for a
+     * user who could not use it. */
+    if (uid != (uint32_t)geteuid() && geteuid() != 0)
+        return 0;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | OPEN_FLAGS, 0600);
+    if (fd < 0)
+        return errno == EEXIST ? 0 : iot_fail(err, errlen, "cannot create registry %s: %s",
+                                              name, strerror(errno));
+    struct iot_reg_header h = {.version = IOT_REGISTRY_VERSION, .slots = IOT_REGISTRY_SLOTS,
+                               .slot_size = sizeof(struct iot_reg_slot)};
+    uint32_t magic = IOT_REGISTRY_MAGIC;
+    const char *step = NULL;
+    if (uid != (uint32_t)geteuid() && fchown(fd, (uid_t)uid, (gid_t)gid) < 0)
+        step = "give away";
+    else if (fchmod(fd, 0600) < 0) /* the umask may have taken the owner's bits */
+        step = "protect";
+    else if (ftruncate(fd, (off_t)registry_size(IOT_REGISTRY_SLOTS)) < 0)
+        step = "size";
+    else if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+             pwrite(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic)
+        step = "write";
+    int e = errno;
+    close(fd);
+    if (!step)
+        return 0;
+    unlink(path); /* a half-made registry would be refused by everyone */
+    return iot_fail(err, errlen, "cannot %s registry %s: %s", step, name, strerror(e));
+}
+
+/* Opens an existing registry; a writer waits out the moment in which a
+ * privileged creator has not yet given the new object to its user. */
+static int open_object(const char *path, const char *name, int writer, char *err, size_t errlen)
+{
     for (int tries = 0;; tries++) {
-        if (fstat(fd, &st) < 0)
-            return iot_fail(err, errlen, "cannot stat registry %s: %s", name, strerror(errno));
-        if ((size_t)st.st_size >= sizeof(struct iot_reg_header))
-            break;
-        if (tries == 50)
-            return iot_fail(err, errlen, "registry %s is too small (%lld bytes)", name,
-                        (long long)st.st_size);
+        int fd = open(path, (writer ? O_RDWR : O_RDONLY) | OPEN_FLAGS);
+        if (fd >= 0)
+            return fd;
+        if (errno != EACCES || !writer || tries == WAIT_TRIES)
+            return iot_fail(err, errlen, "cannot open registry %s: %s", name, strerror(errno));
         pause_ms(2);
     }
+}
+
+enum header_state { HDR_OK, HDR_SHORT, HDR_MAGIC, HDR_VERSION, HDR_GEOMETRY };
+
+static enum header_state read_header(int fd, const struct stat *st, struct iot_reg_header *h)
+{
+    if ((size_t)st->st_size < sizeof *h || pread(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h)
+        return HDR_SHORT;
+    if (atomic_load_explicit(&h->magic, memory_order_relaxed) != IOT_REGISTRY_MAGIC)
+        return HDR_MAGIC;
+    if (h->version != IOT_REGISTRY_VERSION)
+        return HDR_VERSION;
+    if (h->slots == 0 || h->slots > MAX_SLOTS || (h->slots & (h->slots - 1)) ||
+        h->slot_size != sizeof(struct iot_reg_slot))
+        return HDR_GEOMETRY;
+    return HDR_OK;
+}
+
+/* Is this the complete registry of `uid`, that only `uid` (and root) can
+ * write?  A writer waits briefly for a creator to finish; a reader does
+ * not (it retries later), so that a junk object cannot stall it. */
+static int check_object(int fd, const char *name, uint32_t uid, int wait, struct stat *st,
+                        uint32_t *slots, char *err, size_t errlen)
+{
     struct iot_reg_header h;
+    enum header_state hs;
     for (int tries = 0;; tries++) {
-        if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
-            return iot_fail(err, errlen, "cannot read registry %s: %s", name, strerror(errno));
-        if (h.magic == IOT_REGISTRY_MAGIC)
+        if (fstat(fd, st) < 0)
+            return iot_fail(err, errlen, "cannot stat registry %s: %s", name, strerror(errno));
+        if (!S_ISREG(st->st_mode))
+            return iot_fail(err, errlen, "registry %s is not a regular file", name);
+        if ((hs = read_header(fd, st, &h)) == HDR_OK || !wait || tries == WAIT_TRIES)
             break;
-        if (tries == 50)
-            return iot_fail(err, errlen, "%s is not an iotrace registry (bad magic)", name);
         pause_ms(2);
     }
-    if (h.version != IOT_REGISTRY_VERSION)
+    if (st->st_uid != (uid_t)uid)
+        return iot_fail(err, errlen, "registry %s belongs to uid %u, not %u", name,
+                        (unsigned)st->st_uid, uid);
+    if (st->st_mode & (S_IWGRP | S_IWOTH))
+        return iot_fail(err, errlen, "registry %s may be written by other users (mode %03o)",
+                        name, (unsigned)(st->st_mode & 07777));
+    switch (hs) {
+    case HDR_OK:
+        break;
+    case HDR_SHORT:
+        return iot_fail(err, errlen, "registry %s is too small (%lld bytes)", name,
+                        (long long)st->st_size);
+    case HDR_MAGIC:
+        return iot_fail(err, errlen, "%s is not an iotrace registry (bad magic)", name);
+    case HDR_VERSION:
         return iot_fail(err, errlen, "registry %s has version %u, this build reads %u", name,
-                    h.version, IOT_REGISTRY_VERSION);
-    if (h.slots == 0 || (h.slots & (h.slots - 1)) || h.slot_size != sizeof(struct iot_reg_slot))
-        return iot_fail(err, errlen, "registry %s has a bad geometry (%u slots of %u bytes)", name,
-                    h.slots, h.slot_size);
-    if ((size_t)st.st_size < registry_size(h.slots))
+                        h.version, IOT_REGISTRY_VERSION);
+    case HDR_GEOMETRY:
+        return iot_fail(err, errlen, "registry %s has a bad geometry (%u slots of %u bytes)",
+                        name, h.slots, h.slot_size);
+    }
+    if ((size_t)st->st_size < registry_size(h.slots))
         return iot_fail(err, errlen, "registry %s is truncated (%lld of %zu bytes)", name,
-                    (long long)st.st_size, registry_size(h.slots));
-    *size_out = registry_size(h.slots);
+                        (long long)st->st_size, registry_size(h.slots));
+    if ((size_t)st->st_size > registry_size(h.slots))
+        return iot_fail(err, errlen, "registry %s has %lld bytes, not %zu", name,
+                        (long long)st->st_size, registry_size(h.slots));
+    *slots = h.slots;
     return 0;
 }
 
-static int open_existing(const char *name, int *writable, char *err, size_t errlen)
+static iot_registry *open_registry(const char *name, uint32_t uid, uint32_t gid, int create,
+                                   int writer, char *err, size_t errlen)
 {
-    int fd = open_object(name, O_RDWR);
-    *writable = 1;
-    if (fd < 0 && errno == EACCES) {
-        fd = open_object(name, O_RDONLY);
-        *writable = 0;
-    }
+    char path[PATH_MAX];
+    if (object_path(name, path, sizeof path, err, errlen) < 0)
+        return NULL;
+    if (create && create_object(path, name, uid, gid, err, errlen) < 0)
+        return NULL;
+    int fd = open_object(path, name, writer, err, errlen);
     if (fd < 0)
-        return iot_fail(err, errlen, "cannot open registry %s: %s", name, strerror(errno));
-    return fd;
+        return NULL;
+    struct stat st;
+    uint32_t slots = 0;
+    iot_registry *r = NULL;
+    if (check_object(fd, name, uid, writer, &st, &slots, err, errlen) < 0)
+        goto out;
+    if (!(r = calloc(1, sizeof *r))) {
+        iot_fail(err, errlen, "cannot open registry %s: out of memory", name);
+        goto out;
+    }
+    *r = (iot_registry){.fd = -1, .mask = slots - 1, .uid = uid, .size = registry_size(slots),
+                        .dev = st.st_dev, .ino = st.st_ino};
+    if (!writer) {
+        r->fd = fd;
+        return r;
+    }
+    void *map = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        iot_fail(err, errlen, "cannot map registry %s: %s", name, strerror(errno));
+        free(r);
+        r = NULL;
+        goto out;
+    }
+    r->hdr = map;
+    r->slots = (struct iot_reg_slot *)(r->hdr + 1);
+out:
+    close(fd);
+    return r;
 }
 
 iot_registry *iot_registry_open(const char *name, int create, char *err, size_t errlen)
 {
-    if (!name || !name[0] || (name[0] != '/' && !is_path(name))) {
-        iot_fail(err, errlen, "registry name '%s' must start with '/'", name ? name : "");
-        return NULL;
-    }
-    int fd = -1, writable = 1;
-    if (create && create_object(name, &fd, err, errlen) < 0)
-        return NULL;
-    if (fd < 0 && (fd = open_existing(name, &writable, err, errlen)) < 0)
-        return NULL;
-    size_t size = 0;
-    if (check_object(fd, name, &size, err, errlen) < 0) {
-        close(fd);
-        return NULL;
-    }
-    void *map = mmap(NULL, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
-    int e = errno;
-    close(fd);
-    iot_registry *r = map == MAP_FAILED ? NULL : calloc(1, sizeof *r);
-    if (!r) {
-        if (map != MAP_FAILED)
-            munmap(map, size);
-        iot_fail(err, errlen, "cannot map registry %s: %s", name, strerror(map == MAP_FAILED ? e : ENOMEM));
-        return NULL;
-    }
-    r->hdr = map;
-    r->slots = (struct iot_reg_slot *)(r->hdr + 1);
-    r->mask = r->hdr->slots - 1;
-    r->writable = writable;
-    r->map_size = size;
-    return r;
+    return open_registry(name, (uint32_t)geteuid(), (uint32_t)getegid(), create, 1, err, errlen);
+}
+
+iot_registry *iot_registry_open_reader(const char *name, uint32_t uid, uint32_t gid, int create,
+                                       char *err, size_t errlen)
+{
+    return open_registry(name, uid, gid, create, 0, err, errlen);
 }
 
 void iot_registry_close(iot_registry *r)
 {
     if (!r)
         return;
-    munmap(r->hdr, r->map_size);
+    if (r->hdr)
+        munmap(r->hdr, r->size);
+    if (r->fd >= 0)
+        close(r->fd);
     free(r);
+}
+
+int iot_registry_stale(const iot_registry *r, const char *name)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if (!r || object_path(name, path, sizeof path, NULL, 0) < 0 || lstat(path, &st) < 0)
+        return 1;
+    return st.st_dev != r->dev || st.st_ino != r->ino || (size_t)st.st_size != r->size ||
+           st.st_uid != (uid_t)r->uid || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
 }
 
 static uint32_t home_slot(const iot_registry *r, uint32_t tid)
@@ -187,9 +277,11 @@ static struct iot_reg_slot *slot_at(iot_registry *r, uint32_t tid, uint32_t i)
     return &r->slots[(home_slot(r, tid) + i) & r->mask];
 }
 
+/* A pid no process can have counts as gone (kill() would take it for a
+ * process group). */
 static int process_gone(uint32_t pid)
 {
-    return pid != 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+    return pid != 0 && (pid > INT_MAX || (kill((pid_t)pid, 0) < 0 && errno == ESRCH));
 }
 
 static void write_fields(struct iot_reg_slot *s, uint32_t pid, const char *job, int32_t rank)
@@ -221,7 +313,7 @@ static int take_slot(struct iot_reg_slot *s, uint32_t tid, enum take how)
 struct iot_reg_slot *iot_registry_claim(iot_registry *r, uint32_t tid, uint32_t pid,
                                         const char *job, int32_t rank)
 {
-    if (!r || !r->writable || tid == 0)
+    if (!r || !r->hdr || tid == 0)
         return NULL;
     for (enum take how = TAKE_OWN; how <= TAKE_DEAD; how++)
         for (uint32_t i = 0; i < IOT_REGISTRY_PROBE && i <= r->mask; i++) {
@@ -250,55 +342,80 @@ void iot_registry_release(struct iot_reg_slot *s, uint32_t tid)
     atomic_compare_exchange_strong(&s->tid, &tid, 0);
 }
 
-/* Copies a slot consistently: job, rank and pid are rewritten under seq. */
-static int read_slot(struct iot_reg_slot *s, uint32_t tid, struct iot_reg_entry *out)
+/* Copies slots [first, first + n) out of the table: from a writer's own
+ * mapping, or with pread for a reader, for which a truncated object is a
+ * short read where a mapping would raise SIGBUS. */
+static int copy_slots(const iot_registry *r, uint32_t first, struct iot_reg_slot *out, uint32_t n)
 {
-    for (int attempt = 0; attempt < 8; attempt++) {
-        uint32_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-        if (seq & 1)
-            continue;
-        out->pid = s->pid;
-        out->rank = s->rank;
-        memcpy(out->job, s->job, sizeof out->job);
-        out->callid = atomic_load_explicit(&s->callid, memory_order_acquire);
+    size_t off = sizeof(struct iot_reg_header) + (size_t)first * sizeof *out;
+    size_t len = (size_t)n * sizeof *out;
+    if (r->hdr) {
+        /* Orders this copy after an earlier one (read_entry compares them). */
         atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&s->seq, memory_order_relaxed) != seq)
-            continue;
-        if (atomic_load_explicit(&s->tid, memory_order_relaxed) != tid)
+        memcpy(out, (const char *)r->hdr + off, len);
+        return 0;
+    }
+    ssize_t got;
+    do
+        got = pread(r->fd, out, len, (off_t)off);
+    while (got < 0 && errno == EINTR);
+    return got == (ssize_t)len ? 0 : -1;
+}
+
+/* A copy of a slot is its state at one moment when a later copy is
+ * identical and shows no rewrite under way: `seq` is odd during a rewrite
+ * and has grown after one, and any field that changed between two copies
+ * differs.  This needs no atomic access, so it works on pread copies.
+ * `callid` is compared too: the thread looked up is blocked in the request
+ * being tagged, so it holds still, and a torn copy of it is caught. */
+static int read_entry(const iot_registry *r, uint32_t idx, struct iot_reg_slot *seen,
+                      uint32_t tid, struct iot_reg_entry *out)
+{
+    struct iot_reg_slot again;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        if (copy_slots(r, idx, &again, 1) < 0)
             return 0;
-        out->job[sizeof out->job - 1] = '\0';
+        uint32_t seq = atomic_load_explicit(&again.seq, memory_order_relaxed);
+        if (memcmp(seen, &again, sizeof again) != 0 || (seq & 1)) {
+            memcpy(seen, &again, sizeof again);
+            continue;
+        }
+        if (atomic_load_explicit(&again.tid, memory_order_relaxed) != tid)
+            return 0;
+        out->callid = atomic_load_explicit(&again.callid, memory_order_relaxed);
         out->tid = tid;
-        return 1;
+        out->pid = again.pid;
+        out->rank = again.rank;
+        memcpy(out->job, again.job, sizeof out->job);
+        out->job[sizeof out->job - 1] = '\0';
+        /* A process killed inside an MPI-IO call leaves its CallID behind;
+         * a new thread that reuses the tid must not inherit it. */
+        return out->callid != 0 && out->pid != 0 && !process_gone(out->pid);
     }
     return 0;
 }
 
-int iot_registry_lookup(iot_registry *r, uint32_t tid, struct iot_reg_entry *out)
+int iot_registry_lookup(const iot_registry *r, uint32_t tid, struct iot_reg_entry *out)
 {
     if (!r || tid == 0)
         return 0;
-    for (uint32_t i = 0; i < IOT_REGISTRY_PROBE && i <= r->mask; i++) {
-        struct iot_reg_slot *s = slot_at(r, tid, i);
-        if (atomic_load_explicit(&s->tid, memory_order_acquire) != tid)
-            continue;
-        if (!read_slot(s, tid, out) || out->callid == 0)
-            return 0;
-        /* A process killed inside an MPI-IO call leaves its CallID behind;
-         * a new thread that reuses the tid must not inherit it. */
-        if (process_gone(out->pid)) {
-            if (r->writable)
-                atomic_compare_exchange_strong(&s->tid, &tid, 0);
-            return 0;
-        }
-        return 1;
-    }
+    struct iot_reg_slot window[IOT_REGISTRY_PROBE];
+    uint32_t n = IOT_REGISTRY_PROBE <= r->mask ? IOT_REGISTRY_PROBE : r->mask + 1;
+    uint32_t home = home_slot(r, tid);
+    uint32_t before_end = r->mask + 1 - home < n ? r->mask + 1 - home : n;
+    if (copy_slots(r, home, window, before_end) < 0 ||
+        (before_end < n && copy_slots(r, 0, window + before_end, n - before_end) < 0))
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (atomic_load_explicit(&window[i].tid, memory_order_relaxed) == tid)
+            return read_entry(r, (home + i) & r->mask, &window[i], tid, out);
     return 0;
 }
 
 unsigned iot_registry_sweep(iot_registry *r)
 {
     unsigned freed = 0;
-    if (!r || !r->writable)
+    if (!r || !r->hdr)
         return 0;
     for (uint32_t i = 0; i <= r->mask; i++) {
         struct iot_reg_slot *s = &r->slots[i];
@@ -311,5 +428,12 @@ unsigned iot_registry_sweep(iot_registry *r)
 
 uint64_t iot_registry_full_count(const iot_registry *r)
 {
-    return r ? atomic_load_explicit(&r->hdr->full, memory_order_relaxed) : 0;
+    struct iot_reg_header h;
+    if (!r)
+        return 0;
+    if (r->hdr)
+        return atomic_load_explicit(&r->hdr->full, memory_order_relaxed);
+    if (pread(r->fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+        return 0;
+    return atomic_load_explicit(&h.full, memory_order_relaxed);
 }

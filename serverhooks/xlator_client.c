@@ -1,7 +1,7 @@
 /* iotrace-client: GlusterFS translator in a FUSE client's graph.
  *
  * For every fop in IOTRACE_FOPS (the ones that can reach a brick's disk) it
- * looks the calling thread up in the node's CallID registry. The FUSE bridge
+ * looks the calling thread up in its user's CallID registry. The FUSE bridge
  * sets frame->root->pid to the thread id of the process thread that made the
  * system call, and every frame below shares that root, so the lookup works
  * wherever the translator sits. When the thread is inside an MPI-IO call the
@@ -10,8 +10,16 @@
  * IOTRACE_XDATA_CALLID; otherwise it is wound unchanged. Other fops pass
  * through (libglusterfs fills in its default_* fops).
  *
- * The registry is opened on first use and, while it does not exist yet,
- * retried at most once a second; a fop never waits for that (trylock).
+ * Each user has a registry of their own (docs/registry.md), written by
+ * that user's ranks, found by frame->root->uid. The translator opens a
+ * user's registry at the user's first request (creating it, so that even
+ * the first calls of a short job find it there), keeps up to IOTC_USERS of
+ * them open, and looks at each one's name again at most once a second
+ * (replaced, removed, damaged: opened anew). It reads them with pread,
+ * never through a mapping: a registry's owner can truncate it, and a
+ * mapping would then take down this process, which serves all users. What
+ * it reads is only ever used as the tag of that same user's requests. A
+ * fop never waits for an open (trylock).
  * Placement (volume.sh --client-hook-at): above each protocol/client by
  * default, so disperse's own read-modify-write reads are tagged too; see
  * docs/gluster.md. */
@@ -34,20 +42,27 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-#define IOTC_MAX_RETIRED 16
+#define IOTC_USERS 64 /* registries kept open; the least recently used goes */
+
+struct iotc_user {
+    uint32_t uid;
+    iot_registry *reg;    /* NULL: none usable (missing, refused) */
+    int64_t next_check;   /* CLOCK_MONOTONIC second to look at the name again */
+    _Atomic int64_t used; /* second of the last lookup (eviction) */
+    char last_err[192];   /* last problem logged for this user (under lock) */
+};
 
 struct iotc_priv {
     struct iotrace_xl_conf conf;
-    pthread_mutex_t lock;        /* open attempts and reconfigure */
-    char *reg_name;              /* resolved registry name; NULL: off */
+    pthread_mutex_t lock;        /* opening registries, reconfigure */
+    /* Fops look registries up under the read lock; an entry's registry is
+     * only swapped or closed under the write lock, which is held for a few
+     * stores, never across a system call. */
+    pthread_rwlock_t users_lock;
+    char *reg_name;              /* resolved base name; NULL: off */
     atomic_bool off;             /* registry "off": tag nothing */
-    _Atomic(iot_registry *) reg; /* NULL until opened */
-    _Atomic int64_t next_try;    /* CLOCK_MONOTONIC second of the next open */
-    char last_err[256];          /* last open error logged (under lock) */
-    /* Registries replaced by reconfigure stay mapped until fini: a fop may
-     * still be reading one. */
-    iot_registry *retired[IOTC_MAX_RETIRED];
-    unsigned nretired;
+    struct iotc_user users[IOTC_USERS];
+    unsigned nusers;
     atomic_uint_fast64_t tagged, untagged;
 };
 
@@ -58,38 +73,102 @@ static int64_t now_sec(void)
     return ts.tv_sec;
 }
 
-/* The registry, opening it if it is time to try. Never blocks. */
-static iot_registry *iotc_registry(xlator_t *this, struct iotc_priv *p)
+static struct iotc_user *iotc_find(struct iotc_priv *p, uint32_t uid)
 {
-    iot_registry *r = atomic_load_explicit(&p->reg, memory_order_acquire);
-    if (r || atomic_load_explicit(&p->off, memory_order_relaxed))
-        return r;
-    int64_t now = now_sec();
-    if (now < atomic_load_explicit(&p->next_try, memory_order_relaxed))
-        return NULL;
+    for (unsigned i = 0; i < p->nusers; i++)
+        if (p->users[i].uid == uid)
+            return &p->users[i];
+    return NULL;
+}
+
+/* A free entry, or the least recently used one; *evicted gets its
+ * registry. Under both locks. */
+static struct iotc_user *iotc_take(struct iotc_priv *p, uint32_t uid, iot_registry **evicted)
+{
+    struct iotc_user *u = &p->users[0];
+    if (p->nusers < IOTC_USERS)
+        u = &p->users[p->nusers++];
+    else
+        for (unsigned i = 1; i < IOTC_USERS; i++)
+            if (atomic_load(&p->users[i].used) < atomic_load(&u->used))
+                u = &p->users[i];
+    *evicted = u->reg;
+    u->reg = NULL;
+    u->uid = uid;
+    u->next_check = 0;
+    u->last_err[0] = '\0';
+    return u;
+}
+
+/* Opens `uid`'s registry, or again if it has been replaced or damaged,
+ * when it is time to look. Never blocks. */
+static void iotc_refresh(xlator_t *this, struct iotc_priv *p, uint32_t uid, uint32_t gid,
+                         int64_t now)
+{
     if (pthread_mutex_trylock(&p->lock) != 0)
-        return NULL; /* another thread is trying right now */
-    r = atomic_load_explicit(&p->reg, memory_order_acquire);
-    if (!r && p->reg_name && now >= atomic_load_explicit(&p->next_try, memory_order_relaxed)) {
-        atomic_store_explicit(&p->next_try, now + 1, memory_order_relaxed);
-        char err[sizeof p->last_err];
-        /* Created here if no rank has yet: a registry made only at a
-         * rank's first MPI-IO call would be found a second later, and a
-         * short job's calls would all go untagged. */
-        r = iot_registry_open(p->reg_name, 1, err, sizeof err);
-        if (r) {
-            atomic_store_explicit(&p->reg, r, memory_order_release);
-            p->last_err[0] = '\0';
-            gf_log(this->name, GF_LOG_INFO, "reading CallID registry %s", p->reg_name);
-        } else if (strcmp(err, p->last_err) != 0) {
-            /* A registry we may not create (permissions) may appear later. */
-            snprintf(p->last_err, sizeof p->last_err, "%s", err);
-            gf_log(this->name, GF_LOG_INFO, "%s; requests stay untagged, retrying every second",
-                   err);
-        }
+        return; /* another thread is at it; this request goes without */
+    struct iotc_user *u = iotc_find(p, uid);
+    if (!p->reg_name || (u && now < u->next_check)) {
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
+    char name[512], err[sizeof u->last_err] = "";
+    iot_registry *fresh = NULL, *old = NULL;
+    int named = iot_registry_user_name(p->reg_name, uid, name, sizeof name) == 0;
+    int reopen = !u || !u->reg || !named || iot_registry_stale(u->reg, name);
+    if (reopen && !named)
+        snprintf(err, sizeof err, "registry name %s-%u is too long", p->reg_name, uid);
+    else if (reopen)
+        fresh = iot_registry_open_reader(name, uid, gid, 1, err, sizeof err);
+
+    pthread_rwlock_wrlock(&p->users_lock);
+    if (!u)
+        u = iotc_take(p, uid, &old);
+    else if (reopen)
+        old = u->reg;
+    if (reopen)
+        u->reg = fresh;
+    u->next_check = now + 1;
+    atomic_store(&u->used, now);
+    pthread_rwlock_unlock(&p->users_lock);
+
+    if (fresh) {
+        u->last_err[0] = '\0';
+        gf_log(this->name, GF_LOG_INFO, "reading CallID registry %s", name);
+    } else if (reopen && strcmp(err, u->last_err) != 0) {
+        /* Once per user and problem: it is looked at again every second. */
+        snprintf(u->last_err, sizeof u->last_err, "%s", err);
+        gf_log(this->name, GF_LOG_INFO, "%s; requests of uid %u stay untagged, retrying every "
+               "second", err, uid);
     }
     pthread_mutex_unlock(&p->lock);
-    return r;
+    iot_registry_close(old);
+}
+
+/* Looks the request's thread up in its user's registry: 1 and *e when it
+ * is inside an MPI-IO call. *had_reg: the user had a usable registry. */
+static int iotc_lookup(xlator_t *this, struct iotc_priv *p, call_stack_t *root,
+                       struct iot_reg_entry *e, int *had_reg)
+{
+    uint32_t uid = (uint32_t)root->uid;
+    int64_t now = now_sec();
+    for (int refreshed = 0;; refreshed = 1) {
+        pthread_rwlock_rdlock(&p->users_lock);
+        struct iotc_user *u = iotc_find(p, uid);
+        if (u && (refreshed || now < u->next_check)) {
+            atomic_store_explicit(&u->used, now, memory_order_relaxed);
+            *had_reg = u->reg != NULL;
+            int found = u->reg && iot_registry_lookup(u->reg, (uint32_t)root->pid, e);
+            pthread_rwlock_unlock(&p->users_lock);
+            return found;
+        }
+        pthread_rwlock_unlock(&p->users_lock);
+        if (refreshed) {
+            *had_reg = 0;
+            return 0;
+        }
+        iotc_refresh(this, p, uid, (uint32_t)root->gid, now);
+    }
 }
 
 /* xdata to wind with when the calling thread is inside an MPI-IO call: a
@@ -99,12 +178,12 @@ static dict_t *iotc_tag(xlator_t *this, call_frame_t *frame, dict_t *xdata)
 {
     struct iotc_priv *p = this->private;
     /* Internal requests (self-heal, rebalance, ...) have pids <= 0. */
-    if (frame->root->pid <= 0)
+    if (frame->root->pid <= 0 || atomic_load_explicit(&p->off, memory_order_relaxed))
         return NULL;
-    iot_registry *r = iotc_registry(this, p);
     struct iot_reg_entry e;
-    if (!r || !iot_registry_lookup(r, (uint32_t)frame->root->pid, &e)) {
-        if (r)
+    int had_reg = 0;
+    if (!iotc_lookup(this, p, frame->root, &e, &had_reg)) {
+        if (had_reg)
             atomic_fetch_add_explicit(&p->untagged, 1, memory_order_relaxed);
         return NULL;
     }
@@ -165,12 +244,18 @@ static int32_t iotc_init(xlator_t *this)
         gf_log(this->name, GF_LOG_ERROR, "out of memory");
         goto fail;
     }
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    /* A swap must not wait behind an endless stream of lookups. */
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&p->users_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
     pthread_mutex_init(&p->lock, NULL);
     atomic_store(&p->off, p->reg_name == NULL);
     this->private = p;
     gf_log(this->name, GF_LOG_INFO, "iotrace-client loaded: registry=%s%s",
            p->reg_name ? p->reg_name : "off",
-           p->reg_name ? "" : " (requests are not tagged)");
+           p->reg_name ? "-UID (one per user)" : " (requests are not tagged)");
     return 0;
 fail:
     iotrace_xl_conf_free(&p->conf);
@@ -186,9 +271,9 @@ static void iotc_fini(xlator_t *this)
         return;
     gf_log(this->name, GF_LOG_INFO, "requests tagged: %" PRIu64 ", looked up but untagged: %" PRIu64,
            (uint64_t)atomic_load(&p->tagged), (uint64_t)atomic_load(&p->untagged));
-    iot_registry_close(atomic_load(&p->reg));
-    for (unsigned i = 0; i < p->nretired; i++)
-        iot_registry_close(p->retired[i]);
+    for (unsigned i = 0; i < p->nusers; i++)
+        iot_registry_close(p->users[i].reg);
+    pthread_rwlock_destroy(&p->users_lock);
     pthread_mutex_destroy(&p->lock);
     iotrace_xl_conf_free(&p->conf);
     free(p->reg_name);
@@ -206,35 +291,31 @@ static int32_t iotc_reconfigure(xlator_t *this, dict_t *options)
         iotrace_xl_conf_free(&fresh);
         return -1;
     }
+    iot_registry *old[IOTC_USERS];
+    unsigned nold = 0;
     pthread_mutex_lock(&p->lock);
-    int ret = 0;
     if (!iotrace_xl_same(name, p->reg_name)) {
-        iot_registry *old = atomic_load(&p->reg);
-        if (old && p->nretired == IOTC_MAX_RETIRED) {
-            gf_log(this->name, GF_LOG_ERROR, "registry changed too often; restart the client");
-            ret = -1;
-        } else {
-            if (old)
-                p->retired[p->nretired++] = old;
-            atomic_store_explicit(&p->reg, NULL, memory_order_release);
-            free(p->reg_name);
-            p->reg_name = name;
-            name = NULL;
-            atomic_store(&p->off, p->reg_name == NULL);
-            atomic_store(&p->next_try, 0);
-            p->last_err[0] = '\0';
-            gf_log(this->name, GF_LOG_INFO, "registry now %s", p->reg_name ? p->reg_name : "off");
-        }
+        pthread_rwlock_wrlock(&p->users_lock);
+        for (unsigned i = 0; i < p->nusers; i++)
+            if (p->users[i].reg)
+                old[nold++] = p->users[i].reg;
+        p->nusers = 0;
+        pthread_rwlock_unlock(&p->users_lock);
+        free(p->reg_name);
+        p->reg_name = name;
+        name = NULL;
+        atomic_store(&p->off, p->reg_name == NULL);
+        gf_log(this->name, GF_LOG_INFO, "registry now %s%s", p->reg_name ? p->reg_name : "off",
+               p->reg_name ? "-UID" : "");
     }
-    if (ret == 0) {
-        iotrace_xl_conf_free(&p->conf);
-        p->conf = fresh;
-    } else {
-        iotrace_xl_conf_free(&fresh);
-    }
+    iotrace_xl_conf_free(&p->conf);
+    p->conf = fresh;
     pthread_mutex_unlock(&p->lock);
+    /* No fop can be reading them: they were taken out under the write lock. */
+    for (unsigned i = 0; i < nold; i++)
+        iot_registry_close(old[i]);
     free(name);
-    return ret;
+    return 0;
 }
 
 #define IOTC_FOP_ENTRY(FOP, ...) .FOP = iotc_##FOP,

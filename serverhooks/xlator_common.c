@@ -29,9 +29,10 @@ volume_option_t iotrace_xl_options[] = {
         .key = {"registry"},
         .type = GF_OPTION_TYPE_STR,
         .default_value = "",
-        .description = "Node-local CallID registry that iotrace-client reads: "
-                       "a POSIX shared-memory name (/name), a file path, or "
-                       "\"off\" (no tagging). Empty: use the IOTRACE_REGISTRY "
+        .description = "Base name of the node-local CallID registries that "
+                       "iotrace-client reads, one per user (NAME-UID): a POSIX "
+                       "shared-memory name (/name), a file path, or \"off\" "
+                       "(no tagging). Empty: use the IOTRACE_REGISTRY "
                        "environment variable, else /iotrace-registry.",
         .op_version = {1},
         .flags = OPT_FLAG_SETTABLE | OPT_FLAG_DOC,

@@ -67,7 +67,7 @@ cleanup() {
     # SIGTERM: the agent delivers what it holds, then both exit.
     [ -n "$agent" ] && kill -TERM "$agent" 2>/dev/null && wait "$agent"
     [ -n "$collector" ] && kill -TERM "$collector" 2>/dev/null && wait "$collector"
-    rm -f "/dev/shm$registry"
+    rm -f "/dev/shm${registry}-$(id -u)"
     if [ -n "${IOTRACE_KEEP_BENCH_DIR:-}" ]; then
         echo "bench-gluster: kept $work" >&2
     else

@@ -18,8 +18,8 @@
  *   NAME pread_p50_ns MEDIAN
  *
  * MODE says what the CallID registry holds for this thread during FILE's
- * operations (-r opens REGISTRY, creating it if needed, as the client library
- * does; OPS 0 then only creates it):
+ * operations (-r opens this user's registry of base name REGISTRY, creating
+ * it if needed, as the client library does; OPS 0 then only creates it):
  *   plain  nothing is done (for mounts without iotrace-client)
  *   tag    the thread has a slot (job JOB, default "bench", rank 0) with a
  *          new CallID published around each operation: iotrace-client finds
@@ -157,8 +157,9 @@ int main(int argc, char **argv)
     tid = (uint32_t)syscall(SYS_gettid);
 
     if (registry) {
-        char err[256];
-        reg = iot_registry_open(registry, 1, err, sizeof err);
+        char name[512], err[256] = "name too long";
+        if (iot_registry_user_name(registry, (uint32_t)geteuid(), name, sizeof name) == 0)
+            reg = iot_registry_open(name, 1, err, sizeof err);
         if (!reg) {
             fprintf(stderr, "bench_fuse_ops: registry %s: %s\n", registry, err);
             return 1;

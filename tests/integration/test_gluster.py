@@ -8,9 +8,13 @@ writes and reads a file through the mount; from the export, every read and
 write of that file on every brick must carry the CallID of an MPI-IO call of
 the job whose byte range (a collective call's: its group's) covers the disk
 operation's, and replica and disperse must show their fan-out. Then: a
-plain process writing to the mount (recorded, no CallID), a client mounted
-without iotrace-client (recorded, no CallID), and the agent down (the bricks
-keep serving, the program's results are unchanged). On each volume the
+plain process writing to the mount (recorded, no CallID); two users at once
+(root and nobody, bench_fuse_ops publishing CallIDs in each one's own
+registry): each user's requests carry that user's job and CallIDs; nobody's
+registry truncated to 0 under the FUSE client (it keeps serving, requests
+go untagged), then replaced (tagged again); a client mounted without
+iotrace-client (recorded, no CallID), and the agent down (the bricks keep
+serving, the program's results are unchanged). On each volume the
 SLOG-2 export (slog2_export.py) must hold a state per event and an arrow per
 call -> disk operation pair of the JSON Lines."""
 import collections
@@ -185,9 +189,101 @@ def check_untagged_writer(dep, vol):
     fail("the plain process's write was not recorded")
 
 
+NOBODY = 65534
+FUSE_OPS = 5  # timed; bench_fuse_ops adds 100 untimed writes and reads
+
+
+def as_user(uid, argv, **kw):
+    if uid:
+        argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
+    # The sanitizer build's bench_fuse_ops leaks nothing; LSan as another user
+    # would be the test's business, not the translator's.
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0"}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, **kw)
+
+
+def user_file(vol, uid, tag):
+    """A file on the mount that user uid may write (the volume root is root's)."""
+    name = f"user-{uid}-{tag}.dat"
+    path = os.path.join(vol.mnt, name)
+    open(path, "wb").close()
+    os.chown(path, uid, uid)
+    return path, "/" + name
+
+
+def bench_tagged(bins, uid, dep, path, job):
+    res = as_user(uid, [bins["fuse_ops"], "-r", dep.registry, "-j", job, str(FUSE_OPS),
+                        f"t:tag:{path}"])
+    if res.returncode != 0:
+        fail(f"bench_fuse_ops as uid {uid}: exit {res.returncode}\n{res.stderr}")
+
+
+def disk_writes(dep, brick_path, want):
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        mine = [e for e in dep.export() if e["kind"] == "disk" and e["file"] == brick_path
+                and e["func"] == "writev"]
+        if len(mine) >= want:
+            return mine
+        time.sleep(0.3)
+    fail(f"only {len(mine)} of {want} writes of {brick_path} recorded")
+
+
+def check_tags(writes, job, what):
+    wrong = [e for e in writes if e["job"] != job or not e["callid"]
+             or not 1 <= int(e["callid"], 16) <= 2 * (100 + FUSE_OPS)]
+    if wrong:
+        fail(f"{what}: {len(wrong)} of {len(writes)} writes not tagged with {job}: {wrong[:3]}")
+
+
+def check_users(bins, dep, vol):
+    """Each user's requests are looked up in that user's registry; a user's
+    truncated or replaced registry costs that user's tags only."""
+    n = 100 + FUSE_OPS
+    jobs = {}
+    os.chmod(dep.tmp, 0o711)  # nobody passes through to the mount
+    for uid in (0, NOBODY):
+        path, brick_path = user_file(vol, uid, "a")
+        jobs[uid] = f"user-{uid}-{os.getpid()}"
+        bench_tagged(bins, uid, dep, path, jobs[uid])
+        check_tags(disk_writes(dep, brick_path, n), jobs[uid], f"uid {uid}")
+    reg = f"/dev/shm{dep.registry}-{NOBODY}"
+    st = os.stat(reg)
+    if st.st_uid != NOBODY or st.st_mode & 0o777 != 0o600:
+        fail(f"nobody's registry {reg}: uid {st.st_uid} mode {st.st_mode & 0o777:o}")
+    print(f"ok: root's and nobody's requests tagged from their own registries ({n} writes each)")
+
+    # Truncated under the FUSE client, which has it open: lookups at once
+    # and after the client has looked at the name again.
+    os.truncate(reg, 0)
+    for tag in ("b", "c"):
+        path, brick_path = user_file(vol, NOBODY, tag)
+        res = as_user(NOBODY, ["dd", "if=/dev/zero", f"of={path}", "bs=4096", "count=8",
+                               "oflag=direct", "conv=notrunc"])
+        if res.returncode != 0:
+            fail(f"after nobody's registry was truncated, nobody's write failed: {res.stderr}")
+        if any(e["callid"] is not None for e in disk_writes(dep, brick_path, 8)):
+            fail("requests tagged from a truncated registry")
+        time.sleep(1.2)
+    with open(os.path.join(vol.mnt, "after-truncation.txt"), "w") as f:
+        f.write("the FUSE client still serves everyone\n")
+    print("ok: nobody's registry truncated to 0: the FUSE client kept serving, untagged")
+
+    # Replaced: a new registry under the name is found within a second.
+    os.unlink(reg)
+    res = as_user(NOBODY, [bins["fuse_ops"], "-r", dep.registry, "0"])
+    if res.returncode != 0 or not os.path.exists(reg):
+        fail(f"bench_fuse_ops as nobody did not make a registry: {res.stderr}")
+    time.sleep(1.2)
+    path, brick_path = user_file(vol, NOBODY, "d")
+    bench_tagged(bins, NOBODY, dep, path, jobs[NOBODY] + "-again")
+    check_tags(disk_writes(dep, brick_path, n), jobs[NOBODY] + "-again", "replaced registry")
+    print("ok: nobody's replaced registry found again: requests tagged")
+
+
 def main():
     bins = parse_bins(sys.argv[1:])
-    for k in ("volume_sh", "xlator_dir"):
+    for k in ("volume_sh", "xlator_dir", "fuse_ops"):
         if k not in bins:
             raise SystemExit(f"missing argument --{k.replace('_', '-')}")
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
@@ -210,6 +306,7 @@ def main():
                 if kind == "distribute":
                     slog2_export.check_options(bins["export"], dep.store, job, dep.tmp, whole)
                     check_untagged_writer(dep, vol)
+                    check_users(bins, dep, vol)
             finally:
                 vol.stop()
 
@@ -241,10 +338,11 @@ def main():
             dep.agent = None
     finally:
         dep.stop()
-        try:
-            os.unlink("/dev/shm" + dep.registry)
-        except OSError:
-            pass
+        for uid in (os.geteuid(), NOBODY):
+            try:
+                os.unlink(f"/dev/shm{dep.registry}-{uid}")
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":

@@ -524,7 +524,7 @@ def main():
             os.environ["IOTRACE_KEEP_TEST_DIR"] = "1"
         dep.stop()
         try:
-            os.unlink("/dev/shm" + registry)
+            os.unlink(f"/dev/shm{registry}-{os.geteuid()}")
         except OSError:
             pass
     if failures:

@@ -313,6 +313,10 @@ def main():
         if vol:
             vol.stop()
         dep.stop()
+        try:
+            os.unlink(f"/dev/shm{dep.registry}-{os.geteuid()}")
+        except OSError:
+            pass
     # A clean exit: under the sanitizers a leak makes it non-zero.
     if dep.collector.returncode != 0:
         fail(f"the collector exited with {dep.collector.returncode}\n" + dep.logs())

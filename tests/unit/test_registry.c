@@ -1,6 +1,9 @@
 /* The CallID registry: claim, publish, look up, clear; tids that collide;
  * a full window; processes that die inside a call; concurrent rewrites
- * read consistently; bad registry objects refused. */
+ * read consistently, through a mapping and through pread; bad registry
+ * objects refused; per-user names and ownership: a registry of another
+ * user, or one others may write, is refused, other users can neither
+ * write nor truncate one, and a reader survives its truncation. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,12 +12,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +57,14 @@ static void test_name_resolution(void **state)
     setenv("IOTRACE_REGISTRY", "off", 1);
     assert_null(iot_registry_name(NULL));
     unsetenv("IOTRACE_REGISTRY");
+
+    char name[32];
+    assert_int_equal(iot_registry_user_name(IOT_REGISTRY_DEFAULT, 1000, name, sizeof name), 0);
+    assert_string_equal(name, "/iotrace-registry-1000");
+    assert_int_equal(iot_registry_user_name("/run/x/reg", 0, name, sizeof name), 0);
+    assert_string_equal(name, "/run/x/reg-0");
+    assert_int_equal(iot_registry_user_name("/a-rather-long-base-name", 4000000000u, name,
+                                            sizeof name), -1);
 }
 
 static void test_publish_and_clear(void **state)
@@ -161,7 +174,7 @@ static void test_dead_process_is_ignored_and_reclaimed(void **state)
     waitpid(child, NULL, 0);
     assert_int_equal(iot_registry_lookup(w, 5555, &e), 0);
 
-    /* And sweep frees slots of dead processes that no reader touched. */
+    /* Readers never write; sweep (and claims) free slots of dead processes. */
     pid_t other = fork();
     if (other == 0) {
         iot_registry *c2 = iot_registry_open(path, 0, NULL, 0);
@@ -169,7 +182,7 @@ static void test_dead_process_is_ignored_and_reclaimed(void **state)
         _exit(0);
     }
     waitpid(other, NULL, 0);
-    assert_int_equal(iot_registry_sweep(w), 1);
+    assert_int_equal(iot_registry_sweep(w), 2);
     assert_int_equal(iot_registry_sweep(w), 0);
     close(ready[0]);
     close(ready[1]);
@@ -195,21 +208,28 @@ static void *rewriter(void *arg)
     return NULL;
 }
 
-static void test_rewrites_read_consistently(void **state)
+/* Through the writer's mapping and through a reader's pread copies: a
+ * copy taken in the middle of a rewrite must never be returned (fails when
+ * read_entry accepts its first copy). */
+static void rewrites_read_consistently(int through_reader)
 {
-    (void)state;
     struct race x = {.r = open_ok(1)};
     x.slot = iot_registry_claim(x.r, 999, (uint32_t)getpid(), "job-0-even", 0);
     iot_registry_begin(x.slot, 1);
+    iot_registry *rd = x.r;
+    if (through_reader)
+        assert_non_null(rd = iot_registry_open_reader(path, (uint32_t)geteuid(),
+                                                      (uint32_t)getegid(), 0, NULL, 0));
     pthread_t t;
     pthread_create(&t, NULL, rewriter, &x);
     for (int i = 0; i < 200000; i++) {
         struct iot_reg_entry e;
-        if (!iot_registry_lookup(x.r, 999, &e))
+        if (!iot_registry_lookup(rd, 999, &e))
             continue;
         x.reads++;
         char want[64];
-        snprintf(want, sizeof want, "job-%d-%s", e.rank, e.rank % 2 ? "odd-and-longer-than-even" : "even");
+        snprintf(want, sizeof want, "job-%d-%s", e.rank,
+                 e.rank % 2 ? "odd-and-longer-than-even" : "even");
         if (strcmp(want, e.job) != 0)
             x.torn++;
     }
@@ -217,7 +237,21 @@ static void test_rewrites_read_consistently(void **state)
     pthread_join(t, NULL);
     assert_true(x.reads > 0);
     assert_int_equal(x.torn, 0);
+    if (rd != x.r)
+        iot_registry_close(rd);
     iot_registry_close(x.r);
+}
+
+static void test_rewrites_read_consistently(void **state)
+{
+    (void)state;
+    rewrites_read_consistently(0);
+}
+
+static void test_rewrites_read_consistently_by_reader(void **state)
+{
+    (void)state;
+    rewrites_read_consistently(1);
 }
 
 static void expect_open_error(const char *want)
@@ -288,6 +322,284 @@ static void test_shared_memory_name(void **state)
     shm_unlink(name);
 }
 
+#define NOBODY 65534u
+
+/* Runs fn(arg) in a child process as uid:gid; its exit status. */
+static int as_user(uint32_t uid, int (*fn)(const char *), const char *arg)
+{
+    pid_t child = fork();
+    if (child == 0) {
+        if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+            _exit(100);
+        _exit(fn(arg));
+    }
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    if (!WIFEXITED(status))
+        fail_msg("child as uid %u ended by signal %d", uid, WTERMSIG(status));
+    return WEXITSTATUS(status);
+}
+
+static void need_root(void)
+{
+    if (geteuid() != 0)
+        skip();
+}
+
+static void shm_name(char *out, size_t len, const char *tag, uint32_t uid)
+{
+    char base[64];
+    snprintf(base, sizeof base, "/iotrace-registry-test-%s-%d", tag, (int)getpid());
+    assert_int_equal(iot_registry_user_name(base, uid, out, len), 0);
+}
+
+static void test_created_private_to_its_owner(void **state)
+{
+    (void)state;
+    mode_t old = umask(0);
+    iot_registry *w = open_ok(1);
+    umask(old);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(st.st_uid, geteuid());
+    iot_registry_close(w);
+
+    /* A umask that takes the owner's bits does not make it unusable. */
+    unlink(path);
+    old = umask(0377);
+    w = open_ok(1);
+    umask(old);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    iot_registry_close(w);
+    iot_registry_close(open_ok(0));
+}
+
+static void test_foreign_or_writable_registry_refused(void **state)
+{
+    (void)state;
+    need_root();
+    iot_registry_close(open_ok(1));
+    char err[256] = "";
+
+    /* Another user's: refused by writers and by readers for us. */
+    assert_int_equal(chown(path, NOBODY, NOBODY), 0);
+    expect_open_error("belongs to uid 65534, not 0");
+    assert_null(iot_registry_open_reader(path, 0, 0, 0, err, sizeof err));
+    assert_non_null(strstr(err, "belongs to uid 65534"));
+    iot_registry *r = iot_registry_open_reader(path, NOBODY, NOBODY, 0, err, sizeof err);
+    if (!r)
+        fail_msg("the owner's registry refused to a reader for the owner: %s", err);
+    iot_registry_close(r);
+    assert_int_equal(chown(path, 0, 0), 0);
+
+    /* Ours, but group or others may write it. */
+    const mode_t bad[] = {0620, 0602, 0666};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(chmod(path, bad[i]), 0);
+        expect_open_error("may be written by other users");
+        assert_null(iot_registry_open_reader(path, 0, 0, 0, NULL, 0));
+    }
+    /* Being readable by others exposes attribution data, not the ranks. */
+    assert_int_equal(chmod(path, 0644), 0);
+    iot_registry_close(open_ok(0));
+}
+
+static void test_not_a_regular_file_refused(void **state)
+{
+    (void)state;
+    /* A FIFO under the name must not block the opener (O_NONBLOCK). */
+    assert_int_equal(mkfifo(path, 0600), 0);
+    alarm(10);
+    expect_open_error("not a regular file");
+    assert_null(iot_registry_open_reader(path, (uint32_t)geteuid(), 0, 0, NULL, 0));
+    alarm(0);
+    unlink(path);
+
+    /* Nor is a symbolic link followed to somebody's registry. */
+    char target[300];
+    snprintf(target, sizeof target, "%s.target", path);
+    unlink(target);
+    iot_registry *w = iot_registry_open(target, 1, NULL, 0);
+    assert_non_null(w);
+    assert_int_equal(symlink(target, path), 0);
+    expect_open_error("cannot open");
+    iot_registry_close(w);
+    unlink(target);
+}
+
+/* The reader copies with pread: a registry truncated under it (by its
+ * owner) makes lookups miss. A mapping would raise SIGBUS here. */
+static void test_reader_survives_truncation(void **state)
+{
+    (void)state;
+    iot_registry *w = open_ok(1);
+    iot_registry *r = iot_registry_open_reader(path, (uint32_t)geteuid(), (uint32_t)getegid(), 0,
+                                               NULL, 0);
+    assert_non_null(r);
+    struct iot_reg_slot *s = iot_registry_claim(w, 4242, (uint32_t)getpid(), "job", 0);
+    iot_registry_begin(s, 77);
+    struct iot_reg_entry e;
+    assert_int_equal(iot_registry_lookup(r, 4242, &e), 1);
+    assert_int_equal(iot_registry_stale(r, path), 0);
+
+    /* From here on the writer's mapping must not be touched. */
+    off_t part = (off_t)(sizeof(struct iot_reg_header) + 3 * sizeof(struct iot_reg_slot));
+    assert_int_equal(truncate(path, part), 0);
+    assert_int_equal(iot_registry_lookup(r, 4242, &e), 0);
+    assert_int_equal(truncate(path, 0), 0);
+    for (uint32_t tid = 1; tid < 2000; tid++)
+        assert_int_equal(iot_registry_lookup(r, tid, &e), 0);
+    assert_true(iot_registry_full_count(r) == 0);
+    assert_int_equal(iot_registry_stale(r, path), 1);
+    iot_registry_close(r);
+    iot_registry_close(w);
+
+    /* Nor can a truncated one be opened (and mapped) again. */
+    expect_open_error("too small");
+}
+
+/* Whatever a writer of the registry puts in a slot, a reader returns at
+ * most a bounded entry for that tid. */
+static void test_forged_slots_are_bounded(void **state)
+{
+    (void)state;
+    iot_registry_close(open_ok(1));
+    iot_registry *r = iot_registry_open_reader(path, (uint32_t)geteuid(), 0, 0, NULL, 0);
+    assert_non_null(r);
+    uint32_t tid = 31337;
+    uint32_t home = (uint32_t)(((uint64_t)tid * 0x9E3779B97F4A7C15ull) >> 32) &
+                    (IOT_REGISTRY_SLOTS - 1);
+    off_t at = (off_t)sizeof(struct iot_reg_header) + (off_t)home * 128;
+    unsigned char slot[128];
+    memset(slot, 'x', sizeof slot); /* a job with no NUL */
+    uint32_t head[4] = {tid, 2, (uint32_t)getpid(), 7};
+    uint64_t callid = 0x1234;
+    memcpy(slot, head, sizeof head);
+    memcpy(slot + 16, &callid, sizeof callid);
+    int fd = open(path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, slot, sizeof slot, at), sizeof slot);
+    struct iot_reg_entry e;
+    assert_int_equal(iot_registry_lookup(r, tid, &e), 1);
+    assert_int_equal(strlen(e.job), IOT_REGISTRY_JOB_MAX);
+    assert_true(e.callid == 0x1234);
+
+    const uint32_t bad_pids[] = {0, 0xffffffffu, 0x80000000u};
+    for (size_t i = 0; i < sizeof bad_pids / sizeof *bad_pids; i++) {
+        head[2] = bad_pids[i];
+        assert_int_equal(pwrite(fd, head, sizeof head, at), sizeof head);
+        assert_int_equal(iot_registry_lookup(r, tid, &e), 0);
+    }
+    head[1] = 3; /* a rewrite that never ends */
+    head[2] = (uint32_t)getpid();
+    assert_int_equal(pwrite(fd, head, sizeof head, at), sizeof head);
+    assert_int_equal(iot_registry_lookup(r, tid, &e), 0);
+    close(fd);
+    iot_registry_close(r);
+}
+
+static void test_replaced_registry_is_stale(void **state)
+{
+    (void)state;
+    iot_registry *w = open_ok(1);
+    iot_registry *r = iot_registry_open_reader(path, (uint32_t)geteuid(), 0, 0, NULL, 0);
+    assert_non_null(r);
+    assert_int_equal(iot_registry_stale(r, path), 0);
+    assert_int_equal(chmod(path, 0620), 0);
+    assert_int_equal(iot_registry_stale(r, path), 1);
+    assert_int_equal(chmod(path, 0600), 0);
+    assert_int_equal(iot_registry_stale(r, path), 0);
+    unlink(path);
+    assert_int_equal(iot_registry_stale(r, path), 1);
+    iot_registry *w2 = open_ok(1);
+    assert_int_equal(iot_registry_stale(r, path), 1);
+    iot_registry_close(r);
+    assert_non_null(r = iot_registry_open_reader(path, (uint32_t)geteuid(), 0, 0, NULL, 0));
+    assert_int_equal(iot_registry_stale(r, path), 0);
+    iot_registry_close(r);
+    iot_registry_close(w2);
+    iot_registry_close(w);
+}
+
+/* Exit status: 0 when this user can neither open `name` for writing,
+ * truncate it, nor use it as a rank would. */
+static int cannot_write(const char *name)
+{
+    char file[300];
+    snprintf(file, sizeof file, "/dev/shm%s", name);
+    if (open(file, O_RDWR) >= 0 || errno != EACCES)
+        return 1;
+    if (open(file, O_RDONLY) >= 0 || errno != EACCES)
+        return 2;
+    if (truncate(file, 0) == 0 || errno != EACCES)
+        return 3;
+    char err[256] = "";
+    if (iot_registry_open(name, 1, err, sizeof err) || !strstr(err, "Permission denied"))
+        return 4;
+    return 0;
+}
+
+/* Exit status 0 when this user (the registry's owner) can publish. */
+static int publishes(const char *name)
+{
+    iot_registry *w = iot_registry_open(name, 0, NULL, 0);
+    struct iot_reg_slot *s = iot_registry_claim(w, 8888, (uint32_t)getpid(), "nobody's", 2);
+    if (!s)
+        return 1;
+    iot_registry_begin(s, 0x8888);
+    return 0; /* the slot stays: the process is gone, the reader must say so */
+}
+
+static int unlink_user_registries(void **state)
+{
+    (void)state;
+    char name[128];
+    shm_name(name, sizeof name, "user", NOBODY);
+    shm_unlink(name);
+    shm_name(name, sizeof name, "user", 0);
+    shm_unlink(name);
+    return 0;
+}
+
+/* The file system client (root) makes a user's registry for that user; the
+ * user's ranks can use it, other users cannot touch it. */
+static void test_registry_made_for_a_user(void **state)
+{
+    (void)state;
+    need_root();
+    char name[128], mine[128];
+    shm_name(name, sizeof name, "user", NOBODY);
+    shm_name(mine, sizeof mine, "user", 0);
+    char err[256] = "";
+    iot_registry *r = iot_registry_open_reader(name, NOBODY, NOBODY, 1, err, sizeof err);
+    if (!r)
+        fail_msg("%s", err);
+    struct stat st;
+    char file[300];
+    snprintf(file, sizeof file, "/dev/shm%s", name);
+    assert_int_equal(stat(file, &st), 0);
+    assert_int_equal(st.st_uid, NOBODY);
+    assert_int_equal(st.st_mode & 07777, 0600);
+
+    assert_int_equal(as_user(NOBODY, publishes, name), 0);
+    struct iot_reg_entry e;
+    /* Published by a process that has exited: not a running call. */
+    assert_int_equal(iot_registry_lookup(r, 8888, &e), 0);
+
+    /* Root's registry, from ranks of root: nobody can touch it. */
+    iot_registry *w = iot_registry_open(mine, 1, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(as_user(NOBODY, cannot_write, mine), 0);
+    /* Nor can nobody pass its own registry off as root's. */
+    iot_registry *wrong = iot_registry_open_reader(name, 0, 0, 0, err, sizeof err);
+    assert_null(wrong);
+    assert_non_null(strstr(err, "belongs to uid 65534"));
+    iot_registry_close(w);
+    iot_registry_close(r);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -301,8 +613,17 @@ int main(void)
         cmocka_unit_test_setup(test_many_threads_and_full_window, setup),
         cmocka_unit_test_setup(test_dead_process_is_ignored_and_reclaimed, setup),
         cmocka_unit_test_setup(test_rewrites_read_consistently, setup),
+        cmocka_unit_test_setup(test_rewrites_read_consistently_by_reader, setup),
         cmocka_unit_test_setup(test_bad_objects_refused, setup),
         cmocka_unit_test(test_shared_memory_name),
+        cmocka_unit_test_setup(test_created_private_to_its_owner, setup),
+        cmocka_unit_test_setup(test_foreign_or_writable_registry_refused, setup),
+        cmocka_unit_test_setup(test_not_a_regular_file_refused, setup),
+        cmocka_unit_test_setup(test_reader_survives_truncation, setup),
+        cmocka_unit_test_setup(test_forged_slots_are_bounded, setup),
+        cmocka_unit_test_setup(test_replaced_registry_is_stale, setup),
+        cmocka_unit_test_setup_teardown(test_registry_made_for_a_user, unlink_user_registries,
+                                        unlink_user_registries),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     unlink(path);

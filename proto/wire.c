@@ -253,6 +253,7 @@ int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
     b.body.data = lz;
     b.body.len = (size_t)(lz_len > 0 ? lz_len : 0);
     b.checksum = iot_wire_crc32(b.body.data, b.body.len);
+    iot_wire_set_id_checksum(&b);
 
     size_t len = protobuf_c_message_get_packed_size(&b.base);
     uint8_t *buf = malloc(len);
@@ -265,6 +266,50 @@ int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
     *out = buf;
     *out_len = len;
     return 0;
+}
+
+static uint32_t crc_u64(uint32_t crc, uint64_t v)
+{
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(v >> (8 * i));
+    return (uint32_t)crc32(crc, le, 8);
+}
+
+/* Strings go in with their length first, so that moving bytes from one
+ * field to the next changes the sum. */
+static uint32_t crc_str(uint32_t crc, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    crc = crc_u64(crc, n);
+    return n ? (uint32_t)crc32(crc, (const Bytef *)s, (uInt)n) : crc;
+}
+
+uint32_t iot_wire_id_checksum(const iot_batch *b)
+{
+    uint32_t c = (uint32_t)crc32(0L, Z_NULL, 0);
+    const iot_producer *p = b->producer;
+    c = crc_u64(c, b->magic);
+    c = crc_u64(c, b->version);
+    c = crc_str(c, p ? p->node : NULL);
+    c = crc_u64(c, p ? p->pid : 0);
+    c = crc_u64(c, p ? p->start_time_ns : 0);
+    c = crc_u64(c, p ? (uint64_t)p->kind : 0);
+    c = crc_str(c, p ? p->job : NULL);
+    c = crc_u64(c, p ? (uint64_t)(int64_t)p->rank : 0);
+    c = crc_str(c, p ? p->server : NULL);
+    c = crc_u64(c, b->epoch);
+    c = crc_u64(c, b->seq);
+    c = crc_u64(c, b->event_count);
+    c = crc_u64(c, b->raw_size);
+    c = crc_u64(c, (uint64_t)b->compression);
+    return crc_u64(c, b->checksum);
+}
+
+void iot_wire_set_id_checksum(iot_batch *b)
+{
+    b->has_id_checksum = 1;
+    b->id_checksum = iot_wire_id_checksum(b);
 }
 
 iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errlen)
@@ -313,6 +358,10 @@ iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errle
         why = "uncompressed body size does not match the envelope";
     else if (iot_wire_crc32(b->body.data, b->body.len) != b->checksum)
         why = "checksum mismatch";
+    else if (!b->has_id_checksum)
+        why = "batch has no identity checksum";
+    else if (iot_wire_id_checksum(b) != b->id_checksum)
+        why = "identity checksum mismatch (producer, epoch, seq or sizes damaged)";
     if (why) {
         if (b->version != IOT_WIRE_VERSION)
             iot_fail(err, errlen, "%s %u (this build reads version %u)", why, b->version,

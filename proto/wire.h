@@ -56,6 +56,14 @@ void iot_wire_delta_decode(int64_t *values, size_t n);
 /* CRC-32 (zlib polynomial) as used by batches and the collector's store. */
 uint32_t iot_wire_crc32(const uint8_t *data, size_t len);
 
+/* The envelope's own checksum: CRC-32 over magic, version, every producer
+ * field, epoch, seq, event_count, raw_size, compression and the body's
+ * checksum, in a fixed layout (docs/wire-format.md), so that a damaged
+ * identity is caught like a damaged body.  `via` and `sender` are the
+ * agent's and not covered.  _set stores it in the batch. */
+uint32_t iot_wire_id_checksum(const iot_batch *b);
+void iot_wire_set_id_checksum(iot_batch *b);
+
 /* The bytes that, appended to an encoded batch, set its `via` (the
  * forwarding agent's node) whatever the batch said before: the last
  * occurrence of a field is the one decoded.  Returns their length (at most

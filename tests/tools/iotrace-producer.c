@@ -299,6 +299,7 @@ static void set_version(uint8_t **buf, size_t *len, uint32_t version)
 {
     iot_batch *b = iotrace__batch__unpack(NULL, *len, *buf);
     b->version = version;
+    iot_wire_set_id_checksum(b); /* the version alone is wrong */
     free(*buf);
     *len = iotrace__batch__get_packed_size(b);
     *buf = xcalloc(*len, 1);

@@ -243,6 +243,7 @@ static struct blob batch_bad_body(void)
     b.compression = IOTRACE__COMPRESSION__COMPRESSION_NONE;
     b.body.data = junk, b.body.len = sizeof junk;
     b.checksum = (uint32_t)crc32(crc32(0L, Z_NULL, 0), junk, sizeof junk);
+    iot_wire_set_id_checksum(&b);
     struct blob out = {malloc(protobuf_c_message_get_packed_size(&b.base)), 0};
     out.len = protobuf_c_message_pack(&b.base, out.data);
     return out;

@@ -117,7 +117,7 @@ static void parse_options(struct agent *a, int argc, char **argv)
     struct config *c = &a->cfg;
     *c = (struct config){
         .collector = "tcp://127.0.0.1:5555",
-        .listen = "ipc:///tmp/iotrace-agent.sock",
+        .listen = IOT_AGENT_DEFAULT_ENDPOINT,
         .node = (char *)short_hostname(a->hostname, sizeof a->hostname),
         .max_pending = 256ull << 20,
         .credit_timeout = "30s",
@@ -134,8 +134,9 @@ static void parse_options(struct agent *a, int argc, char **argv)
          "collector to forward to (default tcp://127.0.0.1:5555)"},
         {"listen", 'l', IOT_OPT_STRING, &c->listen, "ipc://PATH",
          "endpoint local producers push batches to; the directory of an ipc path is "
-         "created and a stale socket file replaced (default ipc:///tmp/iotrace-agent.sock, "
-         "the client library's default IOTRACE_AGENT)"},
+         "created and a stale socket file replaced (default ipc:///tmp/iotrace-agent.sock; "
+         "the client library looks for ipc:///run/iotrace/agent.sock, the service's, first, "
+         "then for this one, unless IOTRACE_AGENT says)"},
         {"socket-mode", 0, IOT_OPT_STRING, &c->socket_mode, "MODE",
          "permissions of an ipc socket file, octal; the default lets the processes of every "
          "local user connect, and each batch is stamped with the user, group and process "

@@ -14,6 +14,7 @@
 
 #include "client.h"
 #include "clock.h"
+#include "wire.h"
 
 IOT_HIDDEN struct iot_global iot_g = {.rank = -1, .callid_rank = 0xffffffull << 40};
 IOT_HIDDEN IOT_TLS struct iot_tls iot_t;
@@ -68,7 +69,8 @@ static void read_config(struct iot_config *c)
     c->trace_mpiio = env_flag("IOTRACE_MPIIO", 1);
     c->agent = getenv("IOTRACE_AGENT");
     if (!c->agent || !*c->agent)
-        c->agent = "ipc:///tmp/iotrace-agent.sock";
+        c->agent = access(IOT_AGENT_SERVICE_ENDPOINT + 6, F_OK) == 0 ? IOT_AGENT_SERVICE_ENDPOINT
+                                                                   : IOT_AGENT_DEFAULT_ENDPOINT;
     c->node = getenv("IOTRACE_NODE");
     c->job = getenv("IOTRACE_JOB_ID");
     c->ring_events = round_pow2(env_u64("IOTRACE_BUFFER_EVENTS", 16384, 64, 1u << 24));

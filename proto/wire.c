@@ -308,8 +308,7 @@ uint32_t iot_wire_id_checksum(const iot_batch *b)
 
 void iot_wire_set_id_checksum(iot_batch *b)
 {
-    b->has_id_checksum = 1;
-    b->id_checksum = iot_wire_id_checksum(b);
+    b->id_checksum = 1ull << 32 | iot_wire_id_checksum(b);
 }
 
 iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errlen)
@@ -358,9 +357,9 @@ iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errle
         why = "uncompressed body size does not match the envelope";
     else if (iot_wire_crc32(b->body.data, b->body.len) != b->checksum)
         why = "checksum mismatch";
-    else if (!b->has_id_checksum)
+    else if (b->id_checksum >> 32 != 1)
         why = "batch has no identity checksum";
-    else if (iot_wire_id_checksum(b) != b->id_checksum)
+    else if (iot_wire_id_checksum(b) != (uint32_t)b->id_checksum)
         why = "identity checksum mismatch (producer, epoch, seq or sizes damaged)";
     if (why) {
         if (b->version != IOT_WIRE_VERSION)

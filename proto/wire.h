@@ -11,6 +11,12 @@
 
 #include "iotrace.pb-c.h"
 
+/* Where producers find their node's agent when IOTRACE_AGENT does not say:
+ * the service's socket (iotrace-agent.service, RuntimeDirectory=iotrace) if
+ * it exists, else the one an agent started by hand listens on. */
+#define IOT_AGENT_SERVICE_ENDPOINT "ipc:///run/iotrace/agent.sock"
+#define IOT_AGENT_DEFAULT_ENDPOINT "ipc:///tmp/iotrace-agent.sock"
+
 #define IOT_WIRE_MAGIC 0x52544f49u /* "IOTR" read as little-endian u32 */
 #define IOT_WIRE_VERSION 1u
 #define IOT_WIRE_MAX_BATCH (64u << 20) /* largest encoded batch accepted */
@@ -60,7 +66,8 @@ uint32_t iot_wire_crc32(const uint8_t *data, size_t len);
  * field, epoch, seq, event_count, raw_size, compression and the body's
  * checksum, in a fixed layout (docs/wire-format.md), so that a damaged
  * identity is caught like a damaged body.  `via` and `sender` are the
- * agent's and not covered.  _set stores it in the batch. */
+ * agent's and not covered.  _set stores it in the batch, as 1 << 32 | CRC so
+ * that it is never 0, which proto3 could not tell from an absent field. */
 uint32_t iot_wire_id_checksum(const iot_batch *b);
 void iot_wire_set_id_checksum(iot_batch *b);
 

@@ -317,7 +317,8 @@ static void corrupt(struct producer *p, const char *kind, uint8_t **buf, size_t 
     if (!strcmp(kind, "truncated"))
         *len /= 2;
     else if (!strcmp(kind, "flip"))
-        (*buf)[*len - 1] ^= 0x40; /* the last byte is always body, covered by the CRC */
+        (*buf)[*len - 10] ^= 0x40; /* the body's last byte (9 bytes of identity checksum
+                                     * follow it), covered by the body's CRC */
     else if (!strcmp(kind, "version"))
         set_version(buf, len, IOT_WIRE_VERSION + 1);
     else if (!strcmp(kind, "magic"))

@@ -376,7 +376,8 @@ static void send_damaged(void *sock, struct blob a0, struct blob a1)
         roundtrip(sock, "truncated batch", cut, NULL, 0, 0, IOT_ACK_REJECTED, "malformed");
 
     struct blob flipped = copy_blob(a1);
-    flipped.data[flipped.len - 1] ^= 0x40;
+    flipped.data[flipped.len - 10] ^= 0x40; /* the body's last byte: 9 bytes of
+                                              * identity checksum follow it */
     roundtrip(sock, "flipped byte", flipped, KEY_A, 0xA1, 1, IOT_ACK_REJECTED, "checksum");
     free(flipped.data);
 

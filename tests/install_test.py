@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""The install as an administrator meets it:
+
+- `cmake --install BUILD --prefix P` (and with DESTDIR) keeps every file
+  inside P, translators included;
+- the units name P's programs and configuration, pass `systemd-analyze
+  verify`, and `systemd-analyze security` rates each at most 3.0;
+- the pkg-config file follows the prefix;
+- each unit's ExecStart, run as the service user with the unit's state and
+  runtime directories, starts the daemon (a real collector and agent, the
+  agent's socket open to other users) and a batch goes through.
+
+usage: install_test.py BUILD_DIR PRODUCER"""
+import os
+import pwd
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testlib import check, failures, free_port  # noqa: E402
+
+BUILD, PRODUCER = sys.argv[1:3]
+MAX_EXPOSURE = 3.0
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+
+
+def install(prefix, destdir=None):
+    env = dict(os.environ)
+    if destdir:
+        env["DESTDIR"] = destdir
+    r = run(["cmake", "--install", BUILD, "--prefix", prefix], env=env)
+    check(r.returncode == 0, f"cmake --install --prefix {prefix}: {r.stderr[-2000:]}")
+    with open(os.path.join(BUILD, "install_manifest.txt")) as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def service_user():
+    """The package creates `iotrace`; here it is made the same way if missing."""
+    try:
+        return pwd.getpwnam("iotrace")
+    except KeyError:
+        r = run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+                 "--shell", "/usr/sbin/nologin", "iotrace"])
+        check(r.returncode == 0, "useradd iotrace: " + r.stderr)
+        return pwd.getpwnam("iotrace")
+
+
+def exec_start(unit):
+    line = [x for x in open(unit).read().splitlines() if x.startswith("ExecStart=")][0]
+    return shlex.split(line[len("ExecStart="):])
+
+
+def main():
+    if os.geteuid() != 0:
+        print("skipped: needs root (service user, ownership)")
+        sys.exit(77)
+    tmp = tempfile.mkdtemp(prefix="iotrace-install-")
+    os.chmod(tmp, 0o755)
+    prefix = os.path.join(tmp, "opt", "iotrace")
+    files = pfiles = install(prefix)
+    outside = [f for f in files if not f.startswith(prefix + "/")]
+    check(not outside, f"files outside the prefix: {outside[:5]}")
+    names = {os.path.relpath(f, prefix) for f in files}
+    for want in ("bin/iotrace-agent", "bin/iotrace-collector", "bin/iotrace-export",
+                 "lib/systemd/system/iotrace-agent.service", "lib/systemd/system/iotrace-collector.service",
+                 "etc/iotrace/agent.conf", "etc/iotrace/collector.conf"):
+        check(want in names, f"{want} not installed")
+    xlators = [n for n in names if re.search(r"glusterfs/[^/]+/xlator/debug/iotrace-(client|server)\.so$", n)]
+    check(len(xlators) == 2, f"translators under the prefix: {xlators}")
+
+    # DESTDIR: the same tree below it, nothing elsewhere.
+    dest = os.path.join(tmp, "dest")
+    files = install("/usr/local", destdir=dest)
+    check(all(f.startswith(dest + "/usr/local/") for f in files), "DESTDIR install escaped")
+    unit = open(os.path.join(dest, "usr/local/lib/systemd/system/iotrace-agent.service")).read()
+    check("ExecStart=/usr/local/bin/iotrace-agent --config /usr/local/etc/iotrace/agent.conf" in unit,
+          "DESTDIR leaked into the unit or paths wrong")
+
+    user = service_user()
+    units = {u: os.path.join(prefix, "lib/systemd/system", f"iotrace-{u}.service") for u in ("agent", "collector")}
+    for u, path in units.items():
+        text = open(path).read()
+        check(f"ExecStart={prefix}/bin/iotrace-{u} --config {prefix}/etc/iotrace/{u}.conf" in text,
+              f"{u} unit does not follow the prefix")
+        r = run(["systemd-analyze", "verify", "--man=no", path])
+        bad = [x for x in (r.stdout + r.stderr).splitlines() if x.strip() and "iotrace" in x]
+        check(r.returncode == 0 and not bad, f"systemd-analyze verify {u}: {r.stdout}{r.stderr}")
+        r = run(["systemd-analyze", "security", "--offline=yes", path])
+        m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout + r.stderr)
+        check(m and float(m.group(1)) <= MAX_EXPOSURE,
+              f"systemd-analyze security {u}: {m.group(1) if m else r.stderr}")
+        if m:
+            print(f"{u}: exposure {m.group(1)}")
+
+    pcdirs = sorted({os.path.dirname(f) for f in pfiles if f.endswith(".pc")})
+    for var, want in (("includedir", os.path.join(prefix, "include")), ("libdir", None)):
+        r = run(["pkg-config", f"--variable={var}", "iotrace-server"],
+                env=dict(os.environ, PKG_CONFIG_PATH=":".join(pcdirs)))
+        got = os.path.normpath(r.stdout.strip()) if r.returncode == 0 else r.stderr
+        check(got == want if want else got.startswith(prefix + "/lib"), f"pkg-config {var}: {got}")
+
+    # Each ExecStart as the service user, with what systemd would prepare.
+    state, runtime = os.path.join(tmp, "state"), os.path.join(tmp, "run")
+    for d, mode in ((state, 0o700), (runtime, 0o755)):
+        os.makedirs(d)
+        os.chown(d, user.pw_uid, user.pw_gid)
+        os.chmod(d, mode)
+    port = free_port()
+    sock = os.path.join(runtime, "agent.sock")
+    with open(os.path.join(prefix, "etc/iotrace/collector.conf"), "w") as f:
+        f.write(f"listen = tcp://127.0.0.1:{port}\nstore = {state}/store\nhttp = off\n")
+    with open(os.path.join(prefix, "etc/iotrace/agent.conf"), "w") as f:
+        f.write(f"collector = tcp://127.0.0.1:{port}\nlisten = ipc://{sock}\nnode = n1\n")
+    as_user = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
+    logs = {u: open(os.path.join(tmp, u + ".log"), "w") for u in units}
+    env = dict(os.environ, STATE_DIRECTORY=state)
+    umask = {"collector": 0o077, "agent": 0o022}  # the units' UMask=
+    procs = {u: subprocess.Popen(as_user + exec_start(units[u]), stderr=logs[u], env=env, cwd="/",
+                                 preexec_fn=lambda m=umask[u]: os.umask(m))
+             for u in ("collector", "agent")}
+    try:
+        deadline = time.time() + 15
+        while not os.path.exists(sock) and time.time() < deadline:
+            time.sleep(0.1)
+        check(os.path.exists(sock), "the agent's socket did not appear")
+        r = run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", PRODUCER,
+                 "--agent", "ipc://" + sock, "--node", "n1", "--job", "installjob", "--batches", "3",
+                 "--events-per-batch", "10"])
+        check(r.returncode == 0, "producer as nobody: " + r.stderr)
+        export = os.path.join(prefix, "bin/iotrace-export")
+        ok = False
+        while time.time() < deadline + 15 and not ok:
+            r = run(as_user + [export, "--store", os.path.join(state, "store"), "--list-jobs"])
+            ok = "installjob " in r.stdout and "events=30 " in r.stdout
+            time.sleep(0.2)
+        check(ok, f"the batch did not reach the installed collector's store: {r.stdout} {r.stderr}")
+        check(os.path.isdir(os.path.join(state, "spool")), "the agent did not spool in $STATE_DIRECTORY")
+        st = os.stat(os.path.join(state, "store"))
+        check(st.st_uid == user.pw_uid and st.st_mode & 0o077 == 0,
+              f"store owned by {st.st_uid}, mode {st.st_mode & 0o777:o}")
+    finally:
+        for p in procs.values():
+            p.terminate()
+        for u, p in procs.items():
+            check(p.wait(timeout=30) == 0, f"{u} did not stop cleanly:\n" + open(logs[u].name).read()[-2000:])
+    if failures:
+        print("files kept in", tmp)
+        sys.exit(1)
+    print(f"ok: installed under {prefix}, {len(names)} files, none outside; units verified and "
+          f"run as {user.pw_name}; a batch from user nobody stored")
+    shutil.rmtree(tmp)
+
+
+if __name__ == "__main__":
+    main()

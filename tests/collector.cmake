@@ -23,6 +23,16 @@ add_test(NAME collector.end_to_end
 set_tests_properties(collector.end_to_end PROPERTIES TIMEOUT 180 LABELS collector)
 set_tests_properties(collector.store collector.dedup collector.clockmap PROPERTIES LABELS collector)
 
+# The HTTP API's parsing and routing, without a server, against the live
+# analysis of the fuzzer's store (tests/fuzz/http-store.iots).
+add_executable(test_http_api ${IOTRACE_TEST_DIR}/unit/test_http_api.c
+               ${IOTRACE_TEST_DIR}/unit/live_fixture.c)
+target_compile_definitions(test_http_api PRIVATE
+  HTTP_STORE="${IOTRACE_TEST_DIR}/fuzz/http-store.iots")
+target_link_libraries(test_http_api PRIVATE iotrace-daemon PkgConfig::CMOCKA)
+add_test(NAME collector.http_api COMMAND test_http_api)
+set_tests_properties(collector.http_api PROPERTIES LABELS collector TIMEOUT 60)
+
 # The HTTP server's access control (basic authentication, HTTPS) and its
 # option errors, against the real collector.
 add_test(NAME collector.http_access

@@ -47,3 +47,16 @@ add_test(NAME collector.disk_full
           $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
 set_tests_properties(collector.disk_full PROPERTIES LABELS collector TIMEOUT 180
                      SKIP_RETURN_CODE 77)
+
+# Fault injection into the store's system calls, under the real collector,
+# agent and producer: tests/tools/faultfs.c, preloaded (built for tests
+# only; the collector has no hook of its own).
+add_library(iotrace-faultfs SHARED ${IOTRACE_TEST_DIR}/tools/faultfs.c)
+target_link_libraries(iotrace-faultfs PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+add_test(NAME collector.store_faults
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/store_faults_test.py
+          $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+          $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>
+          "${IOTRACE_PRELOAD_PREFIX}$<TARGET_FILE:iotrace-faultfs>")
+set_tests_properties(collector.store_faults PROPERTIES LABELS collector TIMEOUT 180
+  ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")

@@ -218,6 +218,10 @@ def main():
     def pending():
         return int(agent_stats(alog).get("pending", -1))
 
+    def welcomes():
+        with open(alog) as f:
+            return f.read().count("collector welcomed us")
+
     try:
         agent = subprocess.Popen([AGENT, "--collector", endpoint, "--listen", "ipc://" + sock,
                                   "--credit-timeout", "1s", "--stats-interval", "0.1s",
@@ -229,7 +233,12 @@ def main():
             faults_before = disk.faults
             what = f"scenario {i} ({rules})"
             check(does != "hang" or pending() == 0, f"{what}: batches pending before it")
+            welcomed = welcomes()
             c, clog = collector(rules, str(i), segment_size)
+            # Batches made before the agent is back in session would reach
+            # the collector in one burst, one group: fewer syncs to fail.
+            wait_for(lambda: welcomes() > welcomed or c.poll() is not None
+                     or (disk.update(), disk.faults > faults_before)[1], 10)
             produce(i, batches)
             if does == "exit":
                 check(wait_for(lambda: c.poll() is not None, 20), f"{what}: collector still up")

@@ -21,7 +21,8 @@ echo "== fuzz build (clang, libFuzzer) =="
 dir="$top/build-test-fuzz"
 CC=clang cmake -S "$top" -B "$dir" -DIOTRACE_FUZZ=ON -DIOTRACE_WERROR=ON \
     -DIOTRACE_FUZZ_SECONDS="${IOTRACE_FUZZ_SECONDS:-20}" >/dev/null
-cmake --build "$dir" -j "$(nproc 2>/dev/null || echo 2)" --target fuzz_wire fuzz_store fuzz_slog2 fuzz_config
+cmake --build "$dir" -j "$(nproc 2>/dev/null || echo 2)" \
+    --target fuzz_wire fuzz_store fuzz_slog2 fuzz_config fuzz_http
 echo "== fuzz tests =="
 (cd "$dir" && ctest -L fuzz --output-on-failure) || status=1
 exit $status

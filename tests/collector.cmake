@@ -23,6 +23,16 @@ add_test(NAME collector.end_to_end
 set_tests_properties(collector.end_to_end PROPERTIES TIMEOUT 180 LABELS collector)
 set_tests_properties(collector.store collector.dedup collector.clockmap PROPERTIES LABELS collector)
 
+# The HTTP API's parsing and routing, without a server, against the live
+# analysis of the fuzzer's store (tests/fuzz/http-store.iots).
+add_executable(test_http_api ${IOTRACE_TEST_DIR}/unit/test_http_api.c
+               ${IOTRACE_TEST_DIR}/unit/live_fixture.c)
+target_compile_definitions(test_http_api PRIVATE
+  HTTP_STORE="${IOTRACE_TEST_DIR}/fuzz/http-store.iots")
+target_link_libraries(test_http_api PRIVATE iotrace-daemon PkgConfig::CMOCKA)
+add_test(NAME collector.http_api COMMAND test_http_api)
+set_tests_properties(collector.http_api PROPERTIES LABELS collector TIMEOUT 60)
+
 # The HTTP server's access control (basic authentication, HTTPS) and its
 # option errors, against the real collector.
 add_test(NAME collector.http_access
@@ -52,3 +62,16 @@ add_test(NAME collector.curve
           $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
           $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
 set_tests_properties(collector.curve PROPERTIES LABELS collector TIMEOUT 120)
+
+# Fault injection into the store's system calls, under the real collector,
+# agent and producer: tests/tools/faultfs.c, preloaded (built for tests
+# only; the collector has no hook of its own).
+add_library(iotrace-faultfs SHARED ${IOTRACE_TEST_DIR}/tools/faultfs.c)
+target_link_libraries(iotrace-faultfs PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+add_test(NAME collector.store_faults
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/store_faults_test.py
+          $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+          $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>
+          "${IOTRACE_PRELOAD_PREFIX}$<TARGET_FILE:iotrace-faultfs>")
+set_tests_properties(collector.store_faults PROPERTIES LABELS collector TIMEOUT 180
+  ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")

@@ -18,7 +18,7 @@ import tempfile
 import time
 import urllib.request
 
-from testlib import check, failures, free_port
+from testlib import check, finish, free_port, stop_all
 
 COLLECTOR, AGENT, PRODUCER, EXPORT = sys.argv[1:5]
 BATCHES, PER_BATCH = 300, 2000
@@ -105,16 +105,9 @@ def main():
         check(j.stdout.startswith(f"fulljob ranks=1 nodes=1 events={want} dropped=0 "),
               f"every event exactly once: {j.stdout!r}")
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        stop_all(procs)
         subprocess.run(["umount", mnt], capture_output=True)
-        if failures:
-            print(f"{len(failures)} checks failed; files kept in {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if failures else 0
+    return finish(tmp)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """What the Python test scripts and benchmarks share: failures collected
-and printed as they happen, a free loopback port, CPU time per thread."""
+and printed as they happen, a free loopback port, the end of a test's
+processes and directory, CPU time per thread."""
 import os
+import shutil
 import socket
 import sys
 
@@ -19,6 +21,24 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def stop_all(procs):
+    """Kills the processes that are still running."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def finish(tmp):
+    """Removes a test's directory, or keeps it (and says where) when a check
+    failed or IOTRACE_KEEP_TEST_DIR is set; returns the test's exit status."""
+    if failures or os.environ.get("IOTRACE_KEEP_TEST_DIR"):
+        print(f"{len(failures)} checks failed; files kept in {tmp}", file=sys.stderr)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failures else 0
 
 
 def thread_cpu(pid):

@@ -443,12 +443,30 @@ static void enter_full(struct collector *c)
     c->dirty = 0;
 }
 
+/* A store failure other than a full disk ends the collector. */
+static int store_failed(struct collector *c)
+{
+    if (iot_store_out_of_space(c->store)) {
+        enter_full(c);
+        return 0;
+    }
+    iot_err("store: %s", iot_store_error(c->store));
+    c->fatal = 1;
+    return -1;
+}
+
 static void try_leave_full(struct collector *c)
 {
     int64_t now = iot_mono_ns();
     if (!c->full || now < c->full_retry)
         return;
     if (iot_store_recover(c->store) < 0) {
+        /* Cutting the failed tail, or making the next segment, can fail
+         * otherwise (EIO): that ends the collector as any such failure. */
+        if (!iot_store_out_of_space(c->store)) {
+            store_failed(c);
+            return;
+        }
         c->full_retry = now + FULL_RETRY_NS;
         if (now - c->full_logged >= FULL_LOG_NS) {
             iot_warn("store: still no room after %lld s (%s); %llu batches not acknowledged",
@@ -462,18 +480,6 @@ static void try_leave_full(struct collector *c)
              "acknowledged; the agents send them again)",
              (long long)((now - c->full_since) / 1000000000ll), (unsigned long long)c->deferred);
     c->full = 0;
-}
-
-/* A store failure other than a full disk ends the collector. */
-static int store_failed(struct collector *c)
-{
-    if (iot_store_out_of_space(c->store)) {
-        enter_full(c);
-        return 0;
-    }
-    iot_err("store: %s", iot_store_error(c->store));
-    c->fatal = 1;
-    return -1;
 }
 
 /* STORED acknowledgements of this group wait for its sync: the batch is a

@@ -4,7 +4,6 @@
 #include <crypt.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdarg.h>
 #include <microhttpd.h>
 #include <stdio.h>
@@ -14,12 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "http_api.h"
 #include "log.h"
-#include "stats_report.h"
 
 #define MAX_USERS 64
 #define SSE_INTERVAL_MS 1000
-#define SSE_FINISHED_JOBS 50 /* an event stream's job list: the running ones and these */
 #define CONNECTION_TIMEOUT_S 60
 
 struct user {
@@ -30,23 +28,20 @@ struct user {
 struct http {
     struct http_config cfg;
     struct live *live;
+    struct http_site site;
     struct MHD_Daemon *mhd;
     struct user users[MAX_USERS];
     int n_users;
     char *tls_cert, *tls_key;
 };
 
-/* ---- responses ----------------------------------------------------------- */
+/* ---- replies -------------------------------------------------------------- */
 
-static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *type,
-                                 char *body)
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *r,
+                             const char *type)
 {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
+    if (!r)
         return MHD_NO;
-    }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     enum MHD_Result rc = MHD_queue_response(c, status, r);
@@ -54,18 +49,18 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
     return rc;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *doc)
+/* Takes the body. */
+static enum MHD_Result send_body(struct MHD_Connection *c, struct http_reply *r)
 {
-    if (!doc)
-        return MHD_NO;
-    char *body = json_dumps(doc, JSON_COMPACT);
-    json_decref(doc);
-    if (!body)
-        return MHD_NO;
-    return send_text(c, status, "application/json", body);
+    char *body = r->body;
+    r->body = NULL;
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!resp)
+        free(body);
+    return queue(c, r->status, resp, r->type);
 }
 
-/* Errors are JSON too: {"error": "...", "status": N}. */
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *fmt,
                                   ...) __attribute__((format(printf, 3, 4)));
 
@@ -77,28 +72,12 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_t *o = json_object();
-    json_object_set_new(o, "error", iot_json_text(msg));
-    json_object_set_new(o, "status", json_integer(status));
-    return send_json(c, status, o);
-}
-
-static const char *mime_of(const char *name)
-{
-    const char *dot = strrchr(name, '.');
-    if (!dot)
-        return "application/octet-stream";
-    if (!strcmp(dot, ".html"))
-        return "text/html; charset=utf-8";
-    if (!strcmp(dot, ".js"))
-        return "text/javascript; charset=utf-8";
-    if (!strcmp(dot, ".css"))
-        return "text/css; charset=utf-8";
-    if (!strcmp(dot, ".png"))
-        return "image/png";
-    if (!strcmp(dot, ".svg"))
-        return "image/svg+xml";
-    return "application/octet-stream";
+    struct http_reply r = {0};
+    if (http_reply_error(&r, status, "%s", msg) < 0)
+        return MHD_NO;
+    enum MHD_Result rc = send_body(c, &r);
+    http_reply_free(&r);
+    return rc;
 }
 
 static enum MHD_Result send_file(struct MHD_Connection *c, const char *path, const char *type)
@@ -119,39 +98,6 @@ static enum MHD_Result send_file(struct MHD_Connection *c, const char *path, con
     enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     return rc;
-}
-
-/* Static files: plain names in the web root, nothing that could climb out. */
-static enum MHD_Result serve_static(struct http *h, struct MHD_Connection *c, const char *url)
-{
-    const char *name = strcmp(url, "/") == 0 ? "index.html" : url + 1;
-    if (strcmp(url, "/vendor/chart.js") == 0)
-        return send_file(c, h->cfg.chart_js, "text/javascript; charset=utf-8");
-    for (const char *p = name; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' ||
-              *p == '_') || (p == name && *p == '.'))
-            return send_error(c, MHD_HTTP_NOT_FOUND, "no such page: %s", url);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", h->cfg.web_root, name);
-    return send_file(c, path, mime_of(name));
-}
-
-/* ---- query parameters ------------------------------------------------------ */
-
-/* A number of seconds, or NAN when absent; -1 when malformed. */
-static int seconds_arg(struct MHD_Connection *c, const char *key, double *out)
-{
-    const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
-    *out = NAN;
-    if (!v)
-        return 0;
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (!v[0] || *end || errno || !isfinite(x))
-        return -1;
-    *out = x;
-    return 0;
 }
 
 /* ---- downloads --------------------------------------------------------------- */
@@ -180,6 +126,7 @@ static int spawn_export(struct http *h, char *const argv[], int out_fd, int wait
     return 0;
 }
 
+/* The job is known and the format one of jsonl, stats, slog2 (http_route). */
 static enum MHD_Result download(struct http *h, struct MHD_Connection *c, const char *job,
                                 const char *format)
 {
@@ -192,9 +139,6 @@ static enum MHD_Result download(struct http *h, struct MHD_Connection *c, const 
                      (char *)job, "--slog2", path, NULL};
     char disposition[300];
     int is_slog2 = strcmp(format, "slog2") == 0;
-    if (!is_slog2 && strcmp(format, "jsonl") && strcmp(format, "stats"))
-        return send_error(c, MHD_HTTP_NOT_FOUND, "no download format '%s' (jsonl, stats, slog2)",
-                          format);
     snprintf(disposition, sizeof disposition, "attachment; filename=\"iotrace-job.%s\"",
              is_slog2 ? "slog2" : strcmp(format, "jsonl") == 0 ? "jsonl" : "txt");
     struct MHD_Response *r = NULL;
@@ -258,36 +202,6 @@ struct sse {
     int first;
 };
 
-static char *sse_message(struct sse *s)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "status", live_status_json(s->live));
-    json_t *jobs = live_jobs_json(s->live, SSE_FINISHED_JOBS);
-    json_object_set(o, "jobs", json_object_get(jobs, "jobs"));
-    json_decref(jobs);
-    json_t *nodes = live_nodes_json(s->live);
-    if (nodes) {
-        json_object_set(o, "nodes", json_object_get(nodes, "nodes"));
-        json_decref(nodes);
-    }
-    if (s->job) {
-        int status;
-        json_t *series = live_job_series(s->live, s->job, &status);
-        if (series)
-            json_object_set_new(o, "series", series);
-    }
-    char *body = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    if (!body)
-        return NULL;
-    size_t n = strlen(body) + 16;
-    char *msg = malloc(n);
-    if (msg)
-        snprintf(msg, n, "data: %s\n\n", body);
-    free(body);
-    return msg;
-}
-
 static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
@@ -298,7 +212,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
         if (!s->first)
             s->seq = live_wait_update(s->live, s->seq, SSE_INTERVAL_MS);
         s->first = 0;
-        if (!(s->buf = sse_message(s)))
+        if (!(s->buf = http_events_message(s->live, s->job)))
             return MHD_CONTENT_READER_END_WITH_ERROR;
         s->len = strlen(s->buf);
         s->pos = 0;
@@ -317,99 +231,40 @@ static void sse_free(void *cls)
     free(s);
 }
 
-static enum MHD_Result events(struct http *h, struct MHD_Connection *c)
+/* Takes the job. */
+static enum MHD_Result events(struct http *h, struct MHD_Connection *c, struct http_reply *r)
 {
-    const char *job = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "job");
-    if (job && !live_job_known(h->live, job))
-        return send_error(c, MHD_HTTP_NOT_FOUND, "no job '%s'", job);
     struct sse *s = calloc(1, sizeof *s);
-    if (!s || (job && !(s->job = strdup(job)))) {
-        free(s);
+    if (!s)
         return MHD_NO;
-    }
+    s->job = r->job;
+    r->job = NULL;
     s->live = h->live;
     s->first = 1;
-    struct MHD_Response *r =
+    struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, sse_read, s, sse_free);
-    if (!r) {
+    if (!resp) {
         sse_free(s);
         return MHD_NO;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return rc;
+    return queue(c, MHD_HTTP_OK, resp, r->type);
 }
 
-/* ---- routing ------------------------------------------------------------------ */
+/* ---- requests ------------------------------------------------------------------ */
 
-static enum MHD_Result job_route(struct http *h, struct MHD_Connection *c, const char *rest)
+static enum MHD_Result send_reply(struct http *h, struct MHD_Connection *c, struct http_reply *r)
 {
-    char job[512];
-    const char *slash = strchr(rest, '/');
-    if (!slash || (size_t)(slash - rest) >= sizeof job || slash == rest)
-        return send_error(c, MHD_HTTP_NOT_FOUND, "no such resource");
-    memcpy(job, rest, (size_t)(slash - rest));
-    job[slash - rest] = '\0';
-    const char *what = slash + 1;
-    int status = 200;
-    if (strcmp(what, "stats") == 0) {
-        char *body = live_job_stats(h->live, job, &status);
-        if (status == 404)
-            return send_error(c, MHD_HTTP_NOT_FOUND, "no job '%s'", job);
-        if (!body)
-            return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
-                              "cannot compute the statistics of job '%s'", job);
-        return send_text(c, MHD_HTTP_OK, "application/json", body);
+    switch (r->kind) {
+    case HTTP_REPLY_FILE:
+        return send_file(c, r->path, r->type);
+    case HTTP_REPLY_DOWNLOAD:
+        return download(h, c, r->job, r->format);
+    case HTTP_REPLY_EVENTS:
+        return events(h, c, r);
+    case HTTP_REPLY_BODY:
+        break;
     }
-    if (strcmp(what, "timeline") == 0) {
-        double from, to;
-        if (seconds_arg(c, "from", &from) < 0 || seconds_arg(c, "to", &to) < 0)
-            return send_error(c, MHD_HTTP_BAD_REQUEST,
-                              "from and to are seconds after the job's first event");
-        if (!isnan(from) && !isnan(to) && from > to)
-            return send_error(c, MHD_HTTP_BAD_REQUEST, "from (%g) is after to (%g)", from, to);
-        json_t *doc = live_job_timeline(h->live, job, from, to, &status);
-        return status == 404 ? send_error(c, MHD_HTTP_NOT_FOUND, "no job '%s'", job)
-                             : send_json(c, MHD_HTTP_OK, doc);
-    }
-    if (strcmp(what, "series") == 0) {
-        json_t *doc = live_job_series(h->live, job, &status);
-        return status == 404 ? send_error(c, MHD_HTTP_NOT_FOUND, "no job '%s'", job)
-                             : send_json(c, MHD_HTTP_OK, doc);
-    }
-    if (strncmp(what, "download/", 9) == 0) {
-        if (!live_job_known(h->live, job))
-            return send_error(c, MHD_HTTP_NOT_FOUND, "no job '%s'", job);
-        return download(h, c, job, what + 9);
-    }
-    return send_error(c, MHD_HTTP_NOT_FOUND, "no such resource: %s", what);
-}
-
-static enum MHD_Result route(struct http *h, struct MHD_Connection *c, const char *url)
-{
-    if (strcmp(url, "/metrics") == 0) {
-        char *body = live_metrics(h->live);
-        return body ? send_text(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", body)
-                    : MHD_NO;
-    }
-    if (strncmp(url, "/api/", 5) != 0)
-        return serve_static(h, c, url);
-    if (strncmp(url, "/api/v1/", 8) != 0)
-        return send_error(c, MHD_HTTP_NOT_FOUND, "unknown API version (this is /api/v1/)");
-    const char *p = url + 8;
-    if (strcmp(p, "jobs") == 0)
-        return send_json(c, MHD_HTTP_OK, live_jobs_json(h->live, 0));
-    if (strcmp(p, "nodes") == 0)
-        return send_json(c, MHD_HTTP_OK, live_nodes_json(h->live));
-    if (strcmp(p, "status") == 0)
-        return send_json(c, MHD_HTTP_OK, live_status_json(h->live));
-    if (strcmp(p, "events") == 0)
-        return events(h, c);
-    if (strncmp(p, "jobs/", 5) == 0)
-        return job_route(h, c, p + 5);
-    return send_error(c, MHD_HTTP_NOT_FOUND, "no such resource: %s", url);
+    return send_body(c, r);
 }
 
 static int authorised(struct http *h, struct MHD_Connection *c)
@@ -432,16 +287,51 @@ static int authorised(struct http *h, struct MHD_Connection *c)
     return ok;
 }
 
+/* The request target as the client sent it: libmicrohttpd hands the
+ * request handler a decoded path, in which a job id's %2F is a '/' like
+ * any other, so the API takes the target from here and decodes it itself
+ * (http_route).  Freed when the request completes. */
+struct request {
+    int started;
+    char target[];
+};
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls;
+    (void)c;
+    size_t n = strlen(uri) + 1;
+    struct request *q = malloc(sizeof *q + n);
+    if (q) {
+        q->started = 0;
+        memcpy(q->target, uri, n);
+    }
+    return q;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **state,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    free(*state);
+    *state = NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **state)
 {
+    (void)url;
     (void)version;
     (void)upload_data;
     struct http *h = cls;
-    static int first_call;
-    if (*state == NULL) { /* headers only so far: wait for the (empty) body */
-        *state = &first_call;
+    struct request *q = *state;
+    if (!q) /* out of memory when the request line came */
+        return MHD_NO;
+    if (!q->started) { /* headers only so far: wait for the (empty) body */
+        q->started = 1;
         return MHD_YES;
     }
     if (*upload_size) {
@@ -456,9 +346,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         MHD_destroy_response(r);
         return rc;
     }
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET is served");
-    return route(h, c, url);
+    struct http_reply r;
+    if (http_route(&h->site, method, q->target, &r) < 0) {
+        http_reply_free(&r);
+        return MHD_NO;
+    }
+    enum MHD_Result rc = send_reply(h, c, &r);
+    http_reply_free(&r);
+    return rc;
 }
 
 /* ---- start and stop --------------------------------------------------------------- */
@@ -585,6 +480,7 @@ struct http *http_start(const struct http_config *cfg, struct live *l, char *err
     }
     h->cfg = *cfg;
     h->live = l;
+    h->site = (struct http_site){.live = l, .web_root = cfg->web_root, .chart_js = cfg->chart_js};
     struct sockaddr_storage ss;
     int family = parse_listen(cfg->listen, &ss, err, errlen);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
@@ -609,7 +505,8 @@ struct http *http_start(const struct http_config *cfg, struct live *l, char *err
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_clients,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(cfg->max_clients / 2 + 1),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
-        MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL,
+        MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
         MHD_OPTION_ARRAY, cfg->tls_cert ? tls : tls + 2, MHD_OPTION_END);
     if (!h->mhd) {
         snprintf(err, errlen, "cannot serve HTTP on %s (address in use, or a bad TLS key?)",

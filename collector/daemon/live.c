@@ -844,6 +844,26 @@ char *live_job_stats(struct live *l, const char *job, int *status)
     return out;
 }
 
+/* Event times are the producers' and a window is the client's: neither can
+ * be trusted to stay within int64_t once shifted, so the sums saturate and
+ * the differences are taken in double when they would not fit. */
+static int64_t at_seconds(int64_t origin, double s)
+{
+    double ns = s * 1e9;
+    int64_t d = ns >= 0x1p63 ? INT64_MAX : ns <= -0x1p63 ? INT64_MIN : (int64_t)ns, t;
+    if (__builtin_add_overflow(origin, d, &t))
+        return d > 0 ? INT64_MAX : INT64_MIN;
+    return t;
+}
+
+static json_t *since(int64_t origin, int64_t t)
+{
+    int64_t d;
+    if (__builtin_sub_overflow(t, origin, &d))
+        return json_real(((double)t - (double)origin) / 1e9);
+    return json_real((double)d / 1e9);
+}
+
 static json_t *item_json(struct live *l, const struct tl_item *it, int64_t origin)
 {
     const struct xp_producer *p = &l->d.producers[it->producer];
@@ -853,8 +873,8 @@ static json_t *item_json(struct live *l, const struct tl_item *it, int64_t origi
     json_object_set_new(o, "id", u64(it->id));
     json_object_set_new(o, "func", iot_json_text(iot_func_name(it->func) ? iot_func_name(it->func) : "?"));
     json_object_set_new(o, "callid", json_string(callid));
-    json_object_set_new(o, "start_s", json_real((double)(it->t_start - origin) / 1e9));
-    json_object_set_new(o, "end_s", json_real((double)(it->t_end - origin) / 1e9));
+    json_object_set_new(o, "start_s", since(origin, it->t_start));
+    json_object_set_new(o, "end_s", since(origin, it->t_end));
     json_object_set_new(o, "offset", json_integer(it->offset));
     json_object_set_new(o, "bytes", u64(it->bytes));
     json_object_set_new(o, "node", iot_json_text(xp_string(&l->d.nodes, p->node)));
@@ -912,8 +932,8 @@ json_t *live_job_timeline(struct live *l, const char *job, double from_s, double
      * last ten seconds of what the live view holds. */
     int64_t origin = j->first_ns == INT64_MAX ? 0 : j->first_ns;
     int64_t end = j->last_ns == INT64_MIN ? 0 : j->last_ns;
-    int64_t from = isnan(from_s) ? end - 10000000000ll : origin + (int64_t)(from_s * 1e9);
-    int64_t to = isnan(to_s) ? end : origin + (int64_t)(to_s * 1e9);
+    int64_t from = isnan(from_s) ? at_seconds(end, -10.0) : at_seconds(origin, from_s);
+    int64_t to = isnan(to_s) ? end : at_seconds(origin, to_s);
     json_t *calls = window_json(l, j->views ? j->calls_tl.v : NULL, j->calls_tl.head,
                                 j->calls_tl.len, TL_CALLS, from, to, origin);
     json_t *disk = window_json(l, j->views ? j->disk_tl.v : NULL, j->disk_tl.head,
@@ -930,8 +950,8 @@ json_t *live_job_timeline(struct live *l, const char *job, double from_s, double
     json_object_set_new(o, "job", iot_json_text(job));
     json_object_set_new(o, "state", json_string(j->finished ? "finished" : "running"));
     json_object_set_new(o, "origin_s", seconds(origin));
-    json_object_set_new(o, "from_s", json_real((double)(from - origin) / 1e9));
-    json_object_set_new(o, "to_s", json_real((double)(to - origin) / 1e9));
+    json_object_set_new(o, "from_s", since(origin, from));
+    json_object_set_new(o, "to_s", since(origin, to));
     json_object_set_new(o, "held", json_boolean(j->views));
     json_object_set_new(o, "calls", calls);
     json_object_set_new(o, "disk_ops", disk);
@@ -992,7 +1012,8 @@ static void put(struct buf *b, const char *fmt, ...)
     for (int tries = 0; tries < 2 && !b->failed; tries++) {
         va_list ap;
         va_start(ap, fmt);
-        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        /* The first call has no buffer yet: NULL + 0 is undefined too. */
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->cap - b->n, fmt, ap);
         va_end(ap);
         if (k < 0) {
             b->failed = 1;

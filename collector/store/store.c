@@ -578,6 +578,12 @@ static int recover_last(struct iot_store *s, uint32_t num, char *err, size_t err
         iot_fail(err, errlen, "%s/%s: %s", s->dir, name, why);
     else if ((rc = find_good_end(s, &r, name, err, errlen)) == 0 && r.off < r.size)
         rc = cut_tail(s, r.fd, name, r.off, r.size, err, errlen);
+    /* A collector killed between its write and its sync leaves records
+     * that only the page cache may hold: they are synced before any of
+     * them counts as stored, that is before a resend of one is answered
+     * DUPLICATE. */
+    if (rc == 0 && fdatasync(r.fd) < 0)
+        rc = iot_fail(err, errlen, "cannot sync %s/%s: %s", s->dir, name, strerror(errno));
     free(r.payload);
     if (rc < 0) {
         close(r.fd);
@@ -585,7 +591,7 @@ static int recover_last(struct iot_store *s, uint32_t num, char *err, size_t err
     }
     s->fd = r.fd;
     s->segment = num;
-    s->seg_bytes = r.size < IOT_STORE_FILE_HEADER ? IOT_STORE_FILE_HEADER : r.off;
+    s->seg_bytes = s->durable = r.size < IOT_STORE_FILE_HEADER ? IOT_STORE_FILE_HEADER : r.off;
     return 0;
 }
 
@@ -736,8 +742,8 @@ int iot_store_recover(struct iot_store *s)
     } else if (ftruncate(s->fd, (off_t)s->durable) < 0) {
         char name[32];
         segment_name(name, sizeof name, s->segment);
-        return store_fail(s, "cannot cut %s/%s back to %llu bytes: %s", s->dir, name,
-                          (unsigned long long)s->durable, strerror(errno));
+        return store_fail(s, "cannot cut %s/%s back to the %llu bytes its last sync covered: %s",
+                          s->dir, name, (unsigned long long)s->durable, strerror(errno));
     }
     s->buf_len = 0;
     s->seg_bytes = s->durable;
@@ -778,6 +784,33 @@ int iot_store_sync(struct iot_store *s)
     return sync_segment(s);
 }
 
+/* After a failure, what no sync covered was never acknowledged, and after a
+ * failed sync it may be lost although it can still be read (the kernel can
+ * drop pages it failed to write back, and says so once).  It is cut, so
+ * that a collector started on the store later does not take it for stored
+ * and answer its resends DUPLICATE. */
+static int cut_unsynced(struct iot_store *s)
+{
+    struct stat st;
+    if (s->fd < 0 || fstat(s->fd, &st) < 0 || st.st_nlink == 0 ||
+        (uint64_t)st.st_size <= s->durable)
+        return 0;
+    char name[32];
+    segment_name(name, sizeof name, s->segment);
+    if (ftruncate(s->fd, (off_t)s->durable) < 0 || fdatasync(s->fd) < 0) {
+        iot_err("store: cannot cut %s/%s back to the %llu bytes its last sync covered (%s): "
+                "what follows was never acknowledged and may not be on disk; cut it before a "
+                "collector uses the store again: truncate -s %llu %s/%s", s->dir, name,
+                (unsigned long long)s->durable, strerror(errno),
+                (unsigned long long)s->durable, s->dir, name);
+        return -1;
+    }
+    iot_warn("store: cut %s/%s back to the %llu bytes its last sync covered (%llu bytes that "
+             "were not acknowledged)", s->dir, name, (unsigned long long)s->durable,
+             (unsigned long long)((uint64_t)st.st_size - s->durable));
+    return 0;
+}
+
 int iot_store_close(struct iot_store *s)
 {
     if (!s)
@@ -787,6 +820,8 @@ int iot_store_close(struct iot_store *s)
         iot_err("store: %s", s->error);
         rc = -1;
     }
+    if (s->writable && s->failed && cut_unsynced(s) < 0)
+        rc = -1;
     store_free(s);
     return rc;
 }

@@ -1,0 +1,214 @@
+/* The HTTP API's request parsing and routing (collector/daemon/http_api.c)
+ * against the live analysis of tests/fuzz/http-store.iots (jobs jobS, jobT
+ * and "odd/job 50%&x"): percent-decoding after the path is split, query
+ * arguments, windows far outside int64_t nanoseconds, static files that
+ * cannot climb out of the web root, the absolute form of a target, and
+ * every error status. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_api.h"
+#include "live_fixture.h"
+
+#define ODD "odd/job 50%&x"
+#define ODD_PATH "odd%2Fjob%2050%25%26x"
+
+static struct http_site site = {.web_root = "/web", .chart_js = "/js/chart.js"};
+
+/* The reply to GET (or METHOD) TARGET, checked to have STATUS. */
+static void get(const char *method, const char *target, unsigned status, struct http_reply *r)
+{
+    assert_int_equal(http_route(&site, method, target, r), 0);
+    if (r->status != status)
+        fail_msg("%s %s: status %u, expected %u (%s)", method, target, r->status, status,
+                 r->body ? r->body : "");
+}
+
+/* The JSON body of a reply with STATUS; an error's message contains WANT. */
+static json_t *get_json(const char *target, unsigned status, const char *want)
+{
+    struct http_reply r;
+    get("GET", target, status, &r);
+    assert_int_equal(r.kind, HTTP_REPLY_BODY);
+    assert_string_equal(r.type, "application/json");
+    json_t *doc = json_loads(r.body, 0, NULL);
+    assert_non_null(doc);
+    if (status != 200) {
+        assert_int_equal(json_integer_value(json_object_get(doc, "status")), status);
+        const char *msg = json_string_value(json_object_get(doc, "error"));
+        if (!msg || !strstr(msg, want))
+            fail_msg("%s: error '%s' lacks '%s'", target, msg ? msg : "(none)", want);
+    }
+    http_reply_free(&r);
+    return doc;
+}
+
+static void expect_error(const char *target, unsigned status, const char *want)
+{
+    json_decref(get_json(target, status, want));
+}
+
+static void test_job_id_with_slash_space_percent(void **state)
+{
+    (void)state;
+    json_t *doc = get_json("/api/v1/jobs/" ODD_PATH "/stats", 200, NULL);
+    json_t *job = json_array_get(json_object_get(doc, "jobs"), 0);
+    assert_string_equal(json_string_value(json_object_get(job, "job")), ODD);
+    json_decref(doc);
+    doc = get_json("/api/v1/jobs/" ODD_PATH "/timeline?from=0&to=10", 200, NULL);
+    assert_string_equal(json_string_value(json_object_get(doc, "job")), ODD);
+    json_decref(doc);
+    /* Lower-case hex, and the series. */
+    json_decref(get_json("/api/v1/jobs/odd%2fjob%2050%25%26x/series", 200, NULL));
+    /* Decoded before the split, the '/' would make it another path. */
+    expect_error("/api/v1/jobs/odd/job%2050%25%26x/stats", 404, "no such resource");
+    /* '+' is a space in a query only. */
+    expect_error("/api/v1/jobs/odd%2Fjob+50%25%26x/stats", 404, "no job 'odd/job+50%&x'");
+
+    struct http_reply r;
+    get("GET", "/api/v1/jobs/" ODD_PATH "/download/slog2", 200, &r);
+    assert_int_equal(r.kind, HTTP_REPLY_DOWNLOAD);
+    assert_string_equal(r.job, ODD);
+    assert_string_equal(r.format, "slog2");
+    http_reply_free(&r);
+    get("GET", "/api/v1/events?job=odd%2Fjob+50%25%26x&job=jobS", 200, &r);
+    assert_int_equal(r.kind, HTTP_REPLY_EVENTS);
+    assert_string_equal(r.job, ODD); /* the first of two values */
+    http_reply_free(&r);
+}
+
+static void test_timeline_windows(void **state)
+{
+    (void)state;
+    /* Far beyond int64_t nanoseconds: the window saturates. */
+    static const char *const wide[] = {"?from=1e300", "?to=-1e300", "?from=-1e300&to=1e300",
+                                       "?from=-9.3e9&to=9.3e9", "?from=1e52&to=1e53"};
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++) {
+        char target[128];
+        snprintf(target, sizeof target, "/api/v1/jobs/jobS/timeline%s", wide[i]);
+        json_t *doc = get_json(target, 200, NULL);
+        assert_true(json_is_real(json_object_get(doc, "from_s")));
+        assert_true(json_is_real(json_object_get(doc, "to_s")));
+        json_decref(doc);
+    }
+    json_t *doc = get_json("/api/v1/jobs/jobS/timeline?from=0.5&to=2", 200, NULL);
+    assert_true(fabs(json_real_value(json_object_get(doc, "from_s")) - 0.5) < 1e-9);
+    assert_true(fabs(json_real_value(json_object_get(doc, "to_s")) - 2) < 1e-9);
+    json_decref(doc);
+    static const char *const bad[] = {"?from=", "?from=x", "?to=1s", "?from=inf", "?to=nan",
+                                      "?from=1e999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char target[128];
+        snprintf(target, sizeof target, "/api/v1/jobs/jobT/timeline%s", bad[i]);
+        expect_error(target, 400, "seconds after the job's first event");
+    }
+    expect_error("/api/v1/jobs/jobT/timeline?from=2&to=1", 400, "from (2) is after to (1)");
+    expect_error("/api/v1/jobs/nojob/timeline?from=1", 404, "no job 'nojob'");
+}
+
+static void test_bad_targets(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {"/api/v1/jobs/%zz/stats", "/api/v1/jobs/a%2/stats",
+                                      "/api/v1/jobs/a%/stats", "/api/v1/jobs/a%00b/stats",
+                                      "/api/v1/events?job=%00", "/api/v1/jobs?x=%g0", "*",
+                                      "ftp://host/api/v1/jobs", "api/v1/jobs", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_error(bad[i], 400, "bad request target");
+    static const char *const unknown[] = {"/api/v1/jobs/jobS", "/api/v1/jobs/jobS/",
+                                          "/api/v1/jobs//stats", "/api/v1/jobs/jobS/stats/x",
+                                          "/api/v1/jobs/jobS/download", "/api/v1/jobz",
+                                          "/api/v1/jobs/jobS/a/b/c/d/e/f/g"};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        expect_error(unknown[i], 404, "no such resource");
+    expect_error("/api/v2/jobs", 404, "unknown API version");
+    expect_error("/api", 404, "unknown API version");
+    expect_error("/api/v1/jobs/nojob/stats", 404, "no job 'nojob'");
+    expect_error("/api/v1/events?job=nojob", 404, "no job 'nojob'");
+    expect_error("/api/v1/jobs/jobS/download/xml", 404, "no download format 'xml'");
+    expect_error("/api/v1/jobs/nojob/download/jsonl", 404, "no job 'nojob'");
+
+    struct http_reply r;
+    get("POST", "/api/v1/jobs", 405, &r);
+    http_reply_free(&r);
+    get("HEAD", "/api/v1/jobs", 200, &r);
+    http_reply_free(&r);
+}
+
+static void test_static_files(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *target, *path;
+    } ok[] = {{"/", "/web/index.html"}, {"/app.js?v=2", "/web/app.js"},
+              {"/style.css", "/web/style.css"}, {"/vendor/chart.js", "/js/chart.js"},
+              {"http://host:8080/app.js", "/web/app.js"}, {"HTTPS://host", "/web/index.html"},
+              {"http://host?x=1", "/web/index.html"}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        struct http_reply r;
+        get("GET", ok[i].target, 200, &r);
+        assert_int_equal(r.kind, HTTP_REPLY_FILE);
+        assert_string_equal(r.path, ok[i].path);
+        http_reply_free(&r);
+    }
+    static const char *const out[] = {"/../etc/passwd", "/%2e%2e/etc/passwd",
+                                      "/%2E%2E%2Fetc%2Fpasswd", "/.hidden", "/a/b.js",
+                                      "/App.js", "/vendor/other.js", "/index.html/"};
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++)
+        expect_error(out[i], 404, "no such page");
+}
+
+static void test_documents(void **state)
+{
+    (void)state;
+    json_t *doc = get_json("/api/v1/jobs", 200, NULL);
+    assert_int_equal(json_array_size(json_object_get(doc, "jobs")), 3);
+    json_decref(doc);
+    doc = get_json("http://host/api/v1/status?x", 200, NULL);
+    assert_true(json_is_integer(json_object_get(doc, "batches_stored")));
+    json_decref(doc);
+    json_decref(get_json("/api/v1/nodes", 200, NULL));
+    struct http_reply r;
+    get("GET", "/metrics", 200, &r);
+    assert_non_null(strstr(r.body, "iotrace_analysis_batches_total "));
+    assert_non_null(strstr(r.type, "version=0.0.4"));
+    http_reply_free(&r);
+    char *msg = http_events_message(site.live, "jobS");
+    assert_non_null(msg);
+    assert_memory_equal(msg, "data: {", 7);
+    assert_non_null(strstr(msg, "\"series\""));
+    free(msg);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    site.live = live_fixture_start(HTTP_STORE, 3);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    live_fixture_stop(site.live);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_job_id_with_slash_space_percent),
+        cmocka_unit_test(test_timeline_windows),
+        cmocka_unit_test(test_bad_targets),
+        cmocka_unit_test(test_static_files),
+        cmocka_unit_test(test_documents),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

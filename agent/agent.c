@@ -112,6 +112,34 @@ static void usage_error(const char *fmt, const char *value)
     exit(IOT_EXIT_USAGE);
 }
 
+static const struct iot_man_section agent_man[] = {
+    {"ENVIRONMENT",
+     "STATE_DIRECTORY\n"
+     "The default of --state-dir (systemd sets it from the unit's StateDirectory=); the "
+     "first of a colon-separated list."},
+    {"FILES",
+     "/etc/iotrace/agent.conf\n"
+     "The configuration the unit reads (iotrace-agent.service).\n"
+     "\n"
+     "/run/iotrace/agent.sock\n"
+     "The service's socket, where producers look first; ipc:///tmp/iotrace-agent.sock is "
+     "the default of --listen and where they look next.\n"
+     "\n"
+     "STATE-DIR/spool/\n"
+     "The spool: batches not yet acknowledged, sent again by the next start.\n"
+     "\n"
+     "/etc/iotrace/keys/\n"
+     "CURVE key files (--keygen, --curve-key, --collector-key)."},
+    {"EXIT STATUS",
+     "0 after a clean shutdown (SIGTERM or SIGINT; batches still unacknowledged stay in the "
+     "spool, and the log says how many), --help, --version or --man; 1 if the agent cannot "
+     "start (socket in use, spool directory locked or unreadable, key file refused); 2 on a "
+     "usage error."},
+    {"SEE ALSO",
+     "iotrace-collector(8), iotrace-export(1), libiotrace-client(7); docs/agent.md, "
+     "docs/transport.md and docs/install.md in the documentation directory."},
+};
+
 static void parse_options(struct agent *a, int argc, char **argv)
 {
     struct config *c = &a->cfg;
@@ -197,6 +225,10 @@ static void parse_options(struct agent *a, int argc, char **argv)
         .opts = opts,
         .n_opts = (int)(sizeof opts / sizeof opts[0]),
         .allow_config = 1,
+        .man_section = 8,
+        .summary = "iotrace node agent: forwards trace batches from this node to the collector",
+        .man = agent_man,
+        .n_man = (int)(sizeof agent_man / sizeof agent_man[0]),
     };
     int first = iot_opts_parse(&spec, argc, argv);
     if (first < argc)

@@ -2,8 +2,9 @@
  *
  * Each program describes its options once; the same table drives
  * getopt_long, the --help text and the config file, whose keys are the long
- * option names ("listen = tcp://0.0.0.0:5555").  Command-line values win over
- * the config file.  Exit codes: 0 after --help/--version, 2 on a usage error. */
+ * option names ("listen = tcp://0.0.0.0:5555"), and the manual page
+ * (--man).  Command-line values win over the config file.  Exit codes: 0
+ * after --help/--version/--man, 2 on a usage error. */
 #ifndef IOT_OPTS_H
 #define IOT_OPTS_H
 
@@ -25,6 +26,14 @@ struct iot_opt {
     const char *help;
 };
 
+/* A section of the manual page beyond NAME, SYNOPSIS, DESCRIPTION and
+ * OPTIONS (EXIT STATUS, FILES, SEE ALSO...): plain text, paragraphs
+ * separated by an empty line. */
+struct iot_man_section {
+    const char *title;
+    const char *text;
+};
+
 struct iot_opts_spec {
     const char *program;
     const char *synopsis;      /* "--listen tcp://HOST:PORT --store DIR [options]" */
@@ -32,6 +41,12 @@ struct iot_opts_spec {
     const struct iot_opt *opts;
     int n_opts;
     int allow_config;          /* adds --config FILE */
+    /* The manual page, printed by --man from this same table: its section
+     * (1, 8), the one-line summary after the name, and the further sections. */
+    int man_section;
+    const char *summary;
+    const struct iot_man_section *man;
+    int n_man;
 };
 
 #define IOT_EXIT_OK 0
@@ -50,6 +65,10 @@ int iot_opts_parse(const struct iot_opts_spec *spec, int argc, char **argv);
 int iot_opts_load_config(const struct iot_opts_spec *spec, const char *path);
 
 void iot_opts_usage(const struct iot_opts_spec *spec, int to_stderr);
+
+/* The manual page in roff (man(7)) on stdout: what --man prints, and what
+ * the build installs, so that --help and the page cannot disagree. */
+void iot_opts_man(const struct iot_opts_spec *spec);
 
 /* Parses "64M", "1G", "4096"; returns -1 on a malformed value. */
 int iot_parse_size(const char *s, uint64_t *out);

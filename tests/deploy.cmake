@@ -4,3 +4,9 @@ add_test(NAME deploy.install
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/install_test.py ${CMAKE_BINARY_DIR}
           $<TARGET_FILE:iotrace-producer>)
 set_tests_properties(deploy.install PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+
+# --help, --man, docs/ and the client library's environment variables agree.
+add_test(NAME docs.consistency
+  COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/deploy/man/docs_sync.py check
+          ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+set_tests_properties(docs.consistency PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")

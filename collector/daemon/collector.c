@@ -114,6 +114,30 @@ static const struct iot_opt options[] = {
      "they are recomputed from the store after that"},
 };
 
+static const struct iot_man_section collector_man[] = {
+    {"FILES",
+     "/etc/iotrace/collector.conf\n"
+     "The configuration the unit reads (iotrace-collector.service).\n"
+     "\n"
+     "/var/lib/iotrace/store/\n"
+     "The store the shipped configuration names: segment files and the LOCK a running "
+     "collector holds.\n"
+     "\n"
+     "/etc/iotrace/keys/collector, /etc/iotrace/keys/agents/*.pub\n"
+     "Its CURVE key pair and the agents it admits."},
+    {"SIGNALS",
+     "SIGTERM and SIGINT stop it cleanly: the current group of batches is stored, synced "
+     "and acknowledged, the store closed, the totals logged."},
+    {"EXIT STATUS",
+     "0 after SIGTERM or SIGINT, --help, --version or --man; 1 on a runtime failure (store "
+     "in use by another collector, damaged or unwritable store, cannot listen, a write or "
+     "sync error, a key file refused); 2 on a usage error."},
+    {"SEE ALSO",
+     "iotrace-agent(8), iotrace-export(1), libiotrace-client(7); docs/collector.md, "
+     "docs/http-api.md, docs/dashboard.md and docs/install.md in the documentation "
+     "directory."},
+};
+
 static const struct iot_opts_spec spec = {
     .program = "iotrace-collector",
     .synopsis = "--store DIR [--listen tcp://HOST:PORT] [options]",
@@ -124,6 +148,11 @@ static const struct iot_opts_spec spec = {
     .opts = options,
     .n_opts = (int)(sizeof options / sizeof options[0]),
     .allow_config = 1,
+    .man_section = 8,
+    .summary = "iotrace collector: stores trace batches durably, analyses them live, serves "
+               "the dashboard, the JSON API and Prometheus metrics",
+    .man = collector_man,
+    .n_man = (int)(sizeof collector_man / sizeof collector_man[0]),
 };
 
 struct counters {

@@ -63,6 +63,21 @@ static const struct iot_opt options[] = {
     {"dump-slog2", 0, IOT_OPT_STRING, &opt_dump_slog2, "FILE", "print an SLOG-2 file one item per line and check its tree (alone, no --store)"},
 };
 
+static const struct iot_man_section export_man[] = {
+    {"EXAMPLES",
+     "  iotrace-export --store /var/lib/iotrace/store --list-jobs\n"
+     "  iotrace-export --store /var/lib/iotrace/store --job 4242 --stats\n"
+     "  iotrace-export --store /var/lib/iotrace/store --job 4242 --slog2 job.slog2\n"
+     "  iotrace-export --store /var/lib/iotrace/store --verify"},
+    {"EXIT STATUS",
+     "0 on success (warnings on stderr for what is lost but does not stop the export); 1 on "
+     "a data error (store missing, unreadable or damaged, --verify finding damage, a job "
+     "without events, output not writable); 2 on a usage error."},
+    {"SEE ALSO",
+     "iotrace-collector(8), iotrace-agent(8), jumpshot(1); docs/export.md, "
+     "docs/statistics.md and docs/store-format.md in the documentation directory."},
+};
+
 static const struct iot_opts_spec spec = {
     .program = "iotrace-export",
     .synopsis = "--store DIR [--job ID] [--no-align] (--jsonl FILE | --list-jobs)\n"
@@ -78,6 +93,11 @@ static const struct iot_opts_spec spec = {
     .opts = options,
     .n_opts = (int)(sizeof options / sizeof options[0]),
     .allow_config = 0,
+    .man_section = 1,
+    .summary = "export the events of an iotrace store: JSON Lines, statistics, SLOG-2 for "
+               "Jumpshot, clock alignment, verification",
+    .man = export_man,
+    .n_man = (int)(sizeof export_man / sizeof export_man[0]),
 };
 
 static const char *const kind_names[] = {"mpiio", "posix", "disk", "drop"};

@@ -33,6 +33,7 @@ struct config {
     char *listen;
     char *node;
     uint64_t max_pending;
+    uint64_t max_pending_user;
     char *credit_timeout;
     char *drain_timeout;
     char *stats_interval;
@@ -148,6 +149,7 @@ static void parse_options(struct agent *a, int argc, char **argv)
         .listen = IOT_AGENT_DEFAULT_ENDPOINT,
         .node = (char *)short_hostname(a->hostname, sizeof a->hostname),
         .max_pending = 256ull << 20,
+        .max_pending_user = UINT64_MAX,
         .credit_timeout = "30s",
         .drain_timeout = "5s",
         .stats_interval = "10s",
@@ -174,6 +176,11 @@ static void parse_options(struct agent *a, int argc, char **argv)
         {"max-pending", 0, IOT_OPT_SIZE, &c->max_pending, "SIZE",
          "bytes of unacknowledged batches to hold; when reached, the agent stops reading "
          "from producers, which then drop and count (default 256M)"},
+        {"max-pending-per-user", 0, IOT_OPT_SIZE, &c->max_pending_user, "SIZE",
+         "bytes of unacknowledged batches one local user may hold; beyond it the agent "
+         "drops that user's batches (counted as over_quota, and their events as lost in the "
+         "store) and keeps reading, so that on a node shared by several users none can fill "
+         "the store for the others (default: --max-pending, no separate limit)"},
         {"credit-timeout", 0, IOT_OPT_STRING, &c->credit_timeout, "DURATION",
          "reconnect and resend if the collector sends no WELCOME or acknowledgement for "
          "this long while batches are in flight (default 30s)"},
@@ -263,6 +270,10 @@ static void parse_options(struct agent *a, int argc, char **argv)
         usage_error("--node must not be empty%s", "");
     if (c->max_pending == 0)
         usage_error("--max-pending must be larger than 0%s", "");
+    if (c->max_pending_user == UINT64_MAX)
+        c->max_pending_user = c->max_pending;
+    if (c->max_pending_user == 0)
+        usage_error("--max-pending-per-user must be larger than 0%s", "");
     char *end;
     unsigned long mode = strtoul(c->socket_mode, &end, 8);
     if (!c->socket_mode[0] || *end || mode > 0777)
@@ -331,6 +342,10 @@ static int start(struct agent *a)
     }
     if (intake_open(&a->intake, a->zctx, a->cfg.listen, a->cfg.node, a->socket_mode) < 0)
         return -1;
+    /* A share as large as the whole store is no share: back-pressure, as
+     * without one. */
+    a->intake.max_user_bytes =
+        a->cfg.max_pending_user < a->cfg.max_pending ? a->cfg.max_pending_user : 0;
     a->intake_open = 1;
     char err[512];
     if (a->cfg.curve_key &&

@@ -17,6 +17,11 @@ struct intake {
      * for the ipc socket, the sending process's credentials as `sender`. */
     uint8_t tail[IOT_WIRE_VIA_MAX + 3 + IOT_WIRE_SENDER_MAX];
     size_t via_len;
+    /* Bytes of pending batches one local user may hold (0: no limit); once
+     * it holds that much, its next batch is dropped, and shows in the store as lost events of
+     * its producer (Body.made_through). */
+    uint64_t max_user_bytes;
+    struct ratelimit quota_log;
 };
 
 /* Binds `endpoint`; every batch taken is stamped with `node` (its events

@@ -231,7 +231,8 @@ static int recover(struct journal *j, struct spool *sp)
         ids[n++] = id;
     }
     closedir(d);
-    qsort(ids, n, sizeof *ids, cmp_u64);
+    if (n) /* qsort's base must not be NULL, even for nothing */
+        qsort(ids, n, sizeof *ids, cmp_u64);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
         rc = recover_seg(j, sp, ids[i], i + 1 == n);

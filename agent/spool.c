@@ -1,5 +1,6 @@
 #include "spool.h"
 
+#include "grow.h"
 #include "journal.h"
 
 #include <stdlib.h>
@@ -38,6 +39,7 @@ void spool_free(struct spool *s)
         e = next;
     }
     free(s->buckets);
+    free(s->users);
     memset(s, 0, sizeof *s);
 }
 
@@ -68,6 +70,54 @@ int spool_push(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
                const void *data, size_t len)
 {
     return spool_push_tail(s, key, epoch, seq, data, len, NULL, 0);
+}
+
+/* The uid a producer key ends in ("node/pid/start/uUID"), if any. */
+static int key_uid(const char *key, uint32_t *uid)
+{
+    const char *u = strrchr(key, '/');
+    if (!u || u[1] != 'u' || !u[2])
+        return 0;
+    char *end;
+    unsigned long v = strtoul(u + 2, &end, 10);
+    if (*end || v > UINT32_MAX)
+        return 0;
+    *uid = (uint32_t)v;
+    return 1;
+}
+
+static struct spool_user *find_user(const struct spool *s, uint32_t uid)
+{
+    for (size_t i = 0; i < s->n_users; i++)
+        if (s->users[i].uid == uid)
+            return &s->users[i];
+    return NULL;
+}
+
+uint64_t spool_user_bytes(const struct spool *s, uint32_t uid)
+{
+    const struct spool_user *u = find_user(s, uid);
+    return u ? u->bytes : 0;
+}
+
+/* A failed allocation only leaves the user uncounted: the total limit
+ * still holds. */
+static void count_user(struct spool *s, const struct spool_entry *e, int64_t sign)
+{
+    uint32_t uid;
+    if (!key_uid(e->key, &uid))
+        return;
+    struct spool_user *u = find_user(s, uid);
+    if (!u) {
+        if (sign < 0 || iot_grow((void **)&s->users, &s->cap_users, s->n_users + 1,
+                                 sizeof *s->users, 8) < 0)
+            return;
+        u = &s->users[s->n_users++];
+        *u = (struct spool_user){.uid = uid};
+    }
+    u->bytes = sign > 0 ? u->bytes + e->len : u->bytes - (e->len < u->bytes ? e->len : u->bytes);
+    if (u->bytes == 0)
+        *u = s->users[--s->n_users];
 }
 
 static struct spool_entry *make_entry(const char *key, uint64_t epoch, uint64_t seq,
@@ -112,6 +162,7 @@ static void insert(struct spool *s, struct spool_entry *e)
         s->cursor = e;
     s->count++;
     s->bytes += e->len;
+    count_user(s, e, 1);
 }
 
 int spool_push_tail(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
@@ -168,6 +219,7 @@ static void unlink_entry(struct spool *s, struct spool_entry *e)
         s->tail = e->prev;
     s->count--;
     s->bytes -= e->len;
+    count_user(s, e, -1);
     if (s->journal)
         journal_release(s->journal, e);
     if (e->sent)

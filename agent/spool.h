@@ -35,6 +35,13 @@ struct spool {
     uint64_t bytes;   /* sum of entry lengths */
     uint64_t max_bytes;
     struct journal *journal; /* the copy on disk, NULL if memory only */
+    /* Bytes held per local user (the uid the key ends in, "/uUID"), so that
+     * one user cannot fill the store for everyone. */
+    struct spool_user {
+        uint32_t uid;
+        uint64_t bytes;
+    } *users;
+    size_t n_users, cap_users;
 };
 
 enum spool_ack_result { SPOOL_ACK_UNKNOWN = -1, SPOOL_ACK_UNSENT = 0, SPOOL_ACK_IN_FLIGHT = 1 };
@@ -55,6 +62,9 @@ int spool_push(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
  * agent's `via`, iot_wire_via_field()), in the one copy the entry holds. */
 int spool_push_tail(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
                     const void *data, size_t len, const void *tail, size_t tail_len);
+
+/* Bytes held for the batches of local user `uid`. */
+uint64_t spool_user_bytes(const struct spool *s, uint32_t uid);
 
 /* A batch read back from spool segment `seg` at start (not written again). */
 int spool_restore(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,

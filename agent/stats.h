@@ -11,6 +11,7 @@ struct spool;
 struct agent_stats {
     uint64_t received;   /* valid batches taken from producers */
     uint64_t invalid;    /* messages from producers that were not valid batches */
+    uint64_t over_quota; /* valid batches dropped: their user held --max-pending-per-user */
     uint64_t forwarded;  /* BATCH messages sent, resends included */
     uint64_t resent;     /* of those, batches sent again after a reconnect */
     uint64_t acked;      /* acknowledgements that removed a batch, any status */

@@ -9,6 +9,7 @@ numbers either (the producer key includes the uid)."""
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,62 @@ NOBODY = 65534
 
 def as_nobody(cmd):
     return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] + cmd
+
+
+def quota(tmp):
+    """One user cannot fill the agent's store for the others: with the
+    collector down, user nobody's producer runs into --max-pending-per-user
+    and its further batches are dropped (over_quota) while root's are still
+    taken; once the collector is back, what was dropped shows in the store as
+    lost events of nobody's job, and stored + lost = made."""
+    port = free_port()
+    store, sock = os.path.join(tmp, "store2"), os.path.join(tmp, "run", "agent2.sock")
+    log = open(os.path.join(tmp, "quota.log"), "wb")
+    a = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen", "ipc://" + sock,
+                          "--node", "n2", "--state-dir", "none", "--stats-interval", "0.2s",
+                          "--max-pending", "4M", "--max-pending-per-user", "256K"], stderr=log)
+    c = None
+    try:
+        while not os.path.exists(sock):
+            time.sleep(0.05)
+        cmd = [PRODUCER, "--agent", "ipc://" + sock, "--node", "n2", "--job", "greedy", "--batches", "400",
+               "--events-per-batch", "1000", "--rate", "100000"]
+        greedy = subprocess.Popen(as_nobody(cmd), stdout=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        r = subprocess.run([PRODUCER, "--agent", "ipc://" + sock, "--node", "n2", "--job", "polite",
+                            "--batches", "3", "--events-per-batch", "100"], capture_output=True, text=True)
+        check(r.returncode == 0, "root's producer: " + r.stderr)
+        c = subprocess.Popen([COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store", store,
+                              "--http", "off"], stderr=log)
+        out, _ = greedy.communicate(timeout=60)
+        made = 400 * 1000
+        deadline = time.time() + 30
+        got = {}
+        while time.time() < deadline:
+            r = subprocess.run([EXPORT, "--store", store, "--jsonl", "-"], capture_output=True, text=True)
+            ev = [json.loads(x) for x in r.stdout.splitlines()]
+            got = collections.Counter()
+            for e in ev:
+                got[(e["job"], e["kind"] == "drop" and e["reason"])] += e["count"] if e["kind"] == "drop" else 1
+            if sum(n for (j, _), n in got.items() if j == "greedy") >= made and got[("polite", False)] == 300:
+                break
+            time.sleep(0.3)
+        lost = got[("greedy", "lost")]
+        check(lost > 0, f"nothing of nobody's job was dropped over its quota: {dict(got)}")
+        check(got[("greedy", False)] + lost == made, f"greedy: stored + lost != made {made}: {dict(got)}")
+        check(got[("polite", False)] == 300, f"root's batches were not taken: {dict(got)}")
+        text = open(os.path.join(tmp, "quota.log"), errors="replace").read()
+        check("user 65534 holds" in text and re.search(r"over_quota=[1-9]", text),
+              "over-quota drops not logged and counted")
+        print(f"ok: quota: nobody made {made} events, {got[('greedy', False)]} stored, {lost} counted as "
+              f"lost over its quota; root's 300 taken meanwhile")
+    finally:
+        a.terminate()
+        a.wait()
+        if c:
+            c.terminate()
+            c.wait()
+        log.close()
 
 
 def main():
@@ -77,6 +134,7 @@ def main():
         c.terminate()
         c.wait()
         log.close()
+    quota(tmp)
     text = open(os.path.join(tmp, "daemons.log"), errors="replace").read()
     check("the batch names its sender, which only the agent may do" in text,
           "the forged sender was not refused:\n" + text[-3000:])

@@ -10,3 +10,13 @@ add_test(NAME docs.consistency
   COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/deploy/man/docs_sync.py check
           ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
 set_tests_properties(docs.consistency PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+
+# The Debian packages: built (their own build tree, configured for /usr),
+# installed into a clean root with dpkg, removed.  Once per suite: the plain
+# build runs it.
+if(NOT IOTRACE_SANITIZE AND NOT IOTRACE_FUZZ)
+  add_test(NAME deploy.packages
+    COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/packages_test.py ${PROJECT_SOURCE_DIR}
+            ${CMAKE_BINARY_DIR}/packages-test)
+  set_tests_properties(deploy.packages PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+endif()

@@ -1,0 +1,82 @@
+# Debian packages, one per install component (cpack -G DEB in a build
+# configured for /usr, deploy/build-packages.sh):
+#
+#   iotrace-agent          the node agent, its unit and configuration
+#   iotrace-collector      the collector and iotrace-export, the dashboard, the docs
+#   libiotrace-client      the preloaded library
+#   libiotrace-server1     libiotrace-server, for storage-server hooks
+#   libiotrace-server-dev  its header, .so link and pkg-config file
+#   glusterfs-iotrace      the GlusterFS translators and volume.sh
+#
+# Shared-library dependencies come from dpkg-shlibdeps; the maintainer
+# scripts (deploy/debian/) make the service user and enable nothing.
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME iotrace)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "iotrace maintainers <iotrace@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "which disk operations each MPI-IO call caused")
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# libiotrace-server.so.1, which the GlusterFS translator links, is in a
+# package of this build (libiotrace-server1, declared below by hand).
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR}/clientlib)
+set(CPACK_DEBIAN_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://example.org/iotrace")
+set(CPACK_COMPONENTS_ALL agent collector client server server-dev)
+if(TARGET xlator-iotrace-client)
+  list(APPEND CPACK_COMPONENTS_ALL gluster)
+endif()
+
+set(CPACK_DEBIAN_AGENT_PACKAGE_NAME iotrace-agent)
+set(CPACK_DEBIAN_COLLECTOR_PACKAGE_NAME iotrace-collector)
+set(CPACK_DEBIAN_CLIENT_PACKAGE_NAME libiotrace-client)
+set(CPACK_DEBIAN_SERVER_PACKAGE_NAME libiotrace-server1)
+set(CPACK_DEBIAN_SERVER-DEV_PACKAGE_NAME libiotrace-server-dev)
+set(CPACK_DEBIAN_GLUSTER_PACKAGE_NAME glusterfs-iotrace)
+set(CPACK_COMPONENT_AGENT_DESCRIPTION "iotrace node agent\n"
+    " Forwards the trace batches of this node's MPI ranks and storage servers to the\n"
+    " iotrace collector, spooling them on disk until they are stored.")
+set(CPACK_COMPONENT_COLLECTOR_DESCRIPTION "iotrace collector, exporter and dashboard\n"
+    " Stores trace batches durably, matches MPI-IO calls with the disk operations they\n"
+    " caused, serves a live dashboard, a JSON API and Prometheus metrics; iotrace-export\n"
+    " writes JSON Lines, statistics and SLOG-2 for Jumpshot.")
+set(CPACK_COMPONENT_CLIENT_DESCRIPTION "iotrace library preloaded into MPI ranks\n"
+    " Gives every MPI-IO call a CallID and records it with the POSIX I/O it makes.")
+set(CPACK_COMPONENT_SERVER_DESCRIPTION "iotrace library for storage-server hooks\n"
+    " Records a storage server's disk operations with the CallIDs that caused them.")
+set(CPACK_COMPONENT_SERVER-DEV_DESCRIPTION "iotrace storage-server library: development files\n"
+    " Header <iotrace/server.h>, the .so link and iotrace-server.pc.")
+set(CPACK_COMPONENT_GLUSTER_DESCRIPTION "iotrace translators for GlusterFS\n"
+    " iotrace-client tags requests with the caller's CallID; iotrace-server records\n"
+    " every disk operation on the brick with it.")
+
+# Besides what dpkg-shlibdeps finds: the dashboard's chart library, the
+# tools the scripts use, the runtime library of the -dev and GlusterFS parts.
+set(CPACK_DEBIAN_COLLECTOR_PACKAGE_DEPENDS "libjs-chart.js, passwd")
+set(CPACK_DEBIAN_AGENT_PACKAGE_DEPENDS "passwd")
+set(CPACK_DEBIAN_SERVER-DEV_PACKAGE_DEPENDS "libiotrace-server1 (= ${PROJECT_VERSION})")
+set(CPACK_DEBIAN_GLUSTER_PACKAGE_DEPENDS "libiotrace-server1 (= ${PROJECT_VERSION}), glusterfs-server")
+set(CPACK_DEBIAN_AGENT_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_CLIENT_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_SERVER_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_SERVER-DEV_PACKAGE_SECTION libdevel)
+
+foreach(role agent collector)
+  string(TOUPPER ${role} ROLE)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/debian/${role})
+  foreach(script postinst prerm postrm)
+    set(PKG iotrace-${role})
+    set(UNIT iotrace-${role}.service)
+    configure_file(${CMAKE_CURRENT_SOURCE_DIR}/deploy/debian/${script}.in ${dir}/${script} @ONLY)
+    file(CHMOD ${dir}/${script} PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE
+         GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+  endforeach()
+  set(CPACK_DEBIAN_${ROLE}_PACKAGE_CONTROL_EXTRA ${dir}/postinst ${dir}/prerm ${dir}/postrm)
+  # The configuration file is the administrator's once installed.
+  set(conffiles ${dir}/conffiles)
+  file(WRITE ${conffiles} "/etc/iotrace/${role}.conf\n")
+  list(APPEND CPACK_DEBIAN_${ROLE}_PACKAGE_CONTROL_EXTRA ${conffiles})
+endforeach()
+
+include(CPack)

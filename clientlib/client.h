@@ -178,7 +178,18 @@ IOT_HIDDEN void iot_disable_after_error(const char *what);
 IOT_HIDDEN void iot_debug_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Registers a path (made absolute) and returns its file id; queues its
  * name for the sender the first time it is seen. */
+/* The file id for `path` (its name queued for the next batch the first
+ * time), 0 when unknown, IOT_FILE_UNTRACED when IOTRACE_EXCLUDE/INCLUDE
+ * leave it out. */
+#define IOT_FILE_UNTRACED UINT64_MAX
 IOT_HIDDEN uint64_t iot_file_register(const char *path);
+
+/* paths.c: IOTRACE_EXCLUDE, IOTRACE_INCLUDE, IOTRACE_ANONYMIZE. */
+IOT_HIDDEN void iot_paths_configure(void);
+IOT_HIDDEN int iot_path_traced(const char *abs_path);
+/* Rewrites the absolute path in place as it is to be recorded (hashed
+ * components when anonymising); returns its new length. */
+IOT_HIDDEN size_t iot_path_name(char *path, size_t len, size_t cap);
 IOT_HIDDEN uint64_t iot_file_id(const char *abs_path, size_t len);
 IOT_HIDDEN void iot_set_rank(int rank);
 IOT_HIDDEN void iot_set_job(const char *job);

@@ -78,6 +78,7 @@ static void read_config(struct iot_config *c)
     c->flush_ms = env_u64("IOTRACE_FLUSH_MS", 50, 1, 60000);
     c->linger_ms = env_u64("IOTRACE_LINGER_MS", 1000, 0, 600000);
     c->send_queue = env_u64("IOTRACE_SEND_QUEUE", 64, 1, 100000);
+    iot_paths_configure();
 }
 
 /* ---- identity --------------------------------------------------------- */
@@ -367,6 +368,9 @@ uint64_t iot_file_register(const char *path)
         len = strnlen(buf, sizeof buf - 1);
     }
     buf[len] = '\0';
+    if (!iot_path_traced(buf))
+        return IOT_FILE_UNTRACED;
+    len = iot_path_name(buf, len, sizeof buf);
     uint64_t id = iot_file_id(buf, len);
     if (first_sighting(id))
         iot_sender_queue_name(id, buf, len);

@@ -375,6 +375,8 @@ static void iot_mpi_enter_path(struct iot_mpi_call *c, unsigned func, unsigned f
     c->fhe = NULL;
     iot_t.internal++;
     c->file = iot_file_register(filename);
+    if (c->file == IOT_FILE_UNTRACED) /* its calls are still recorded, without a file */
+        c->file = 0;
     iot_t.internal--;
     c->callid = new_callid();
     c->bytes = 0;

@@ -77,6 +77,13 @@ static int opened(unsigned func, const char *path, int flags, uint64_t t0, int f
         iot_t.internal++;
         file = iot_file_register(path);
         iot_t.internal--;
+        /* A file left out is not followed at all: its descriptor stays
+         * untraced, and its open is not recorded either. */
+        if (file == IOT_FILE_UNTRACED) {
+            iot_fd_open(fd, 0, 0);
+            errno = saved;
+            return fd;
+        }
         iot_fd_open(fd, file, flags & O_APPEND);
     }
     posix_record(func, file, -1, 0, t0, t1, fd < 0 ? -saved : fd);

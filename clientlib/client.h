@@ -153,6 +153,7 @@ struct iot_global {
     _Atomic int initialised;
     int32_t rank;           /* -1 until MPI_Init */
     char job[128];
+    char job_name[128]; /* from the launcher, "" if none */
     char node[128];
     uint32_t pid;
     uint64_t start_ns;

@@ -128,6 +128,20 @@ static void set_job_from_environment(void)
     }
 }
 
+/* The job's name, when the batch system says it. */
+static void set_job_name_from_environment(void)
+{
+    static const char *const vars[] = {"IOTRACE_JOB_NAME", "SLURM_JOB_NAME", "PBS_JOBNAME",
+                                       "LSB_JOBNAME", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) {
+            snprintf(iot_g.job_name, sizeof iot_g.job_name, "%s", v);
+            return;
+        }
+    }
+}
+
 void iot_set_job(const char *job) { snprintf(iot_g.job, sizeof iot_g.job, "%s", job); }
 
 void iot_set_rank(int rank)
@@ -187,8 +201,10 @@ static void init_once_fn(void)
         set_node();
         /* A storage server serves many jobs; its own environment's job id
          * (a brick started inside a batch job) names none of them. */
-        if (iot_g.kind == IOT_PRODUCER_CLIENT)
+        if (iot_g.kind == IOT_PRODUCER_CLIENT) {
             set_job_from_environment();
+            set_job_name_from_environment();
+        }
         iot_clock_init(getenv("IOTRACE_CLOCK"));
         pthread_key_create(&ring_key, ring_thread_exit);
         pthread_atfork(fork_prepare, fork_parent, fork_child);

@@ -331,6 +331,7 @@ static void send_batch(struct name_entry **names, int64_t now)
     } else {
         prod.kind = IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT;
         prod.job = iot_g.job;
+        prod.job_name = iot_g.job_name;
         prod.rank = iot_g.rank;
     }
 

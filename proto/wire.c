@@ -298,6 +298,10 @@ uint32_t iot_wire_id_checksum(const iot_batch *b)
     c = crc_str(c, p ? p->job : NULL);
     c = crc_u64(c, p ? (uint64_t)(int64_t)p->rank : 0);
     c = crc_str(c, p ? p->server : NULL);
+    /* Added after the fields above: covered when present, so that batches
+     * without one keep their checksum. */
+    if (p && p->job_name && p->job_name[0])
+        c = crc_str(c, p->job_name);
     c = crc_u64(c, b->epoch);
     c = crc_u64(c, b->seq);
     c = crc_u64(c, b->event_count);

@@ -128,6 +128,9 @@ def main():
         r = subprocess.run([EXPORT, "--store", store, "--list-jobs"], capture_output=True, text=True)
         check(sorted(line.split()[0] for line in r.stdout.splitlines()) == ["mine", "shared", "shared~u65534"],
               "--list-jobs: " + r.stdout)
+        users = {line.split()[0]: line.split(" uid=")[1].split()[0] for line in r.stdout.splitlines()
+                 if " uid=" in line}
+        check(users == {"mine": "65534", "shared": "0", "shared~u65534": "65534"}, f"job owners: {users}")
     finally:
         a.terminate()
         a.wait()

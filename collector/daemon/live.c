@@ -614,6 +614,10 @@ static json_t *job_summary(struct live *l, const struct ljob *j)
     json_t *o = json_object();
     json_object_set_new(o, "job", iot_json_text(xp_string(&l->d.jobs, j->job)));
     json_object_set_new(o, "state", json_string(j->finished ? "finished" : "running"));
+    int64_t uid = xp_job_owner(&l->d, j->job);
+    const char *name = xp_job_name(&l->d, j->job);
+    json_object_set_new(o, "uid", uid < 0 ? json_null() : json_integer(uid));
+    json_object_set_new(o, "name", name[0] ? iot_json_text(name) : json_null());
     json_object_set_new(o, "processes", u64(j->processes));
     json_object_set_new(o, "ranks", u64(j->ranks));
     json_object_set_new(o, "nodes", u64(j->nodes));
@@ -949,6 +953,10 @@ json_t *live_job_timeline(struct live *l, const char *job, double from_s, double
     json_t *o = json_object();
     json_object_set_new(o, "job", iot_json_text(job));
     json_object_set_new(o, "state", json_string(j->finished ? "finished" : "running"));
+    int64_t uid = xp_job_owner(&l->d, j->job);
+    const char *name = xp_job_name(&l->d, j->job);
+    json_object_set_new(o, "uid", uid < 0 ? json_null() : json_integer(uid));
+    json_object_set_new(o, "name", name[0] ? iot_json_text(name) : json_null());
     json_object_set_new(o, "origin_s", seconds(origin));
     json_object_set_new(o, "from_s", since(origin, from));
     json_object_set_new(o, "to_s", since(origin, to));

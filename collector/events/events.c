@@ -112,7 +112,7 @@ int xp_data_init(struct xp_data *d)
 {
     memset(d, 0, sizeof *d);
     if (xp_intern(&d->jobs, "") != 0 || xp_intern(&d->nodes, "") != 0 ||
-        xp_intern(&d->servers, "") != 0)
+        xp_intern(&d->servers, "") != 0 || xp_intern(&d->job_names, "") != 0)
         return -1;
     return 0;
 }
@@ -131,6 +131,8 @@ void xp_data_free(struct xp_data *d)
     free(d->files);
     free(d->producers);
     free(d->job_owner);
+    free(d->job_name);
+    free_strings(&d->job_names);
     memset(d, 0, sizeof *d);
 }
 
@@ -206,6 +208,53 @@ static int add_file(struct xp_data *d, uint32_t producer, uint64_t id, const cha
     return 0;
 }
 
+/* The per-job tables follow the job strings; both grow together. */
+static int grow_job_tables(struct xp_data *d)
+{
+    if (d->jobs.n <= d->cap_job_owner)
+        return 0;
+    size_t had = d->cap_job_owner, cap = had;
+    if (iot_grow((void **)&d->job_owner, &cap, d->jobs.n, sizeof *d->job_owner, 64) < 0)
+        return -1;
+    uint32_t *names = realloc(d->job_name, cap * sizeof *names);
+    if (!names)
+        return -1;
+    d->job_name = names;
+    d->cap_job_owner = cap;
+    for (size_t i = had; i < cap; i++) {
+        d->job_owner[i] = -2;
+        d->job_name[i] = 0;
+    }
+    return 0;
+}
+
+int64_t xp_job_owner(const struct xp_data *d, uint32_t job)
+{
+    return job < d->cap_job_owner && d->job_owner[job] >= 0 ? d->job_owner[job] : -1;
+}
+
+const char *xp_job_name(const struct xp_data *d, uint32_t job)
+{
+    return job < d->cap_job_owner && d->job_name[job] ? xp_string(&d->job_names, d->job_name[job])
+                                                      : "";
+}
+
+/* The launcher's name for the job, kept from the first process that says. */
+static int note_job_name(struct xp_data *d, uint32_t job, const char *name)
+{
+    if (!job || !name || !name[0])
+        return 0;
+    if (grow_job_tables(d) < 0)
+        return -1;
+    if (d->job_name[job])
+        return 0;
+    uint32_t n = xp_intern(&d->job_names, name);
+    if (n == UINT32_MAX)
+        return -1;
+    d->job_name[job] = n;
+    return 0;
+}
+
 /* A job belongs to the local user whose processes named it first.  A
  * process of another user that names the same job (by mistake, or to pass
  * its events off as someone else's) is kept apart, in the job "JOB~uUID".
@@ -216,12 +265,8 @@ static uint32_t job_of(struct xp_data *d, const char *job, int64_t uid)
     uint32_t j = xp_intern(&d->jobs, job);
     if (j == 0 || j == UINT32_MAX)
         return j;
-    size_t had = d->cap_job_owner;
-    if (iot_grow((void **)&d->job_owner, &d->cap_job_owner, d->jobs.n, sizeof *d->job_owner,
-                 64) < 0)
+    if (grow_job_tables(d) < 0)
         return UINT32_MAX;
-    for (size_t i = had; i < d->cap_job_owner; i++)
-        d->job_owner[i] = -2;
     int64_t *owner = &d->job_owner[j];
     if (*owner == -2 || *owner == -1) {
         if (uid >= 0 || *owner == -2)
@@ -261,6 +306,8 @@ static int new_producer(struct xp_data *d, const iot_producer *p, const char *cl
     x->clock = xp_intern(&d->nodes, clock);
     x->uid = uid;
     x->job = job_of(d, p->job, uid);
+    if (x->job != UINT32_MAX && note_job_name(d, x->job, p->job_name) < 0)
+        return -1;
     x->server = xp_intern(&d->servers, p->server);
     x->pid = p->pid;
     x->rank = p->rank;
@@ -284,6 +331,8 @@ static int refresh_producer(struct xp_data *d, struct xp_producer *x, const iot_
     if (p->rank >= 0)
         x->rank = p->rank;
     if (x->job == 0 && p->job && p->job[0] && (x->job = job_of(d, p->job, x->uid)) == UINT32_MAX)
+        return -1;
+    if (note_job_name(d, x->job, p->job_name) < 0)
         return -1;
     return 0;
 }

@@ -92,7 +92,9 @@ struct xp_data {
     uint64_t lost_events;        /* found missing between producers and the store */
     int64_t *job_owner;          /* per job: uid whose processes named it first, -1 if not
                                     known, -2 none yet */
+    uint32_t *job_name;          /* per job: its name (Producer.job_name) in job_names, 0 none */
     size_t cap_job_owner;
+    struct xp_strings job_names;
 };
 
 /* Receives every event; a non-zero return stops reading (err must be set). */
@@ -104,6 +106,11 @@ typedef int (*xp_sink)(void *ctx, const struct xp_data *d, const struct xp_event
  * return stops reading (err must be set). */
 typedef int (*xp_batch_done)(void *ctx, const struct xp_data *d, uint32_t producer,
                              uint64_t recv_ns, char *err, size_t errlen);
+
+/* The uid of the local user a job belongs to (-1 if not known) and its
+ * name from the launcher ("" if none). */
+int64_t xp_job_owner(const struct xp_data *d, uint32_t job);
+const char *xp_job_name(const struct xp_data *d, uint32_t job);
 
 int xp_data_init(struct xp_data *d);
 void xp_data_free(struct xp_data *d);

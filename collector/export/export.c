@@ -512,9 +512,20 @@ static void print_row(FILE *out, const struct xp_data *d, const struct job_list 
         format_time(first, sizeof first, s->first);
         format_time(last, sizeof last, s->last);
     }
-    fprintf(out, "%s ranks=%zu nodes=%zu events=%llu dropped=%llu first=%s last=%s\n", r->name,
+    fprintf(out, "%s ranks=%zu nodes=%zu events=%llu dropped=%llu first=%s last=%s", r->name,
             ranks, nodes, (unsigned long long)s->events, (unsigned long long)s->dropped, first,
             last);
+    /* What the launcher and the agents said about it, when they did. */
+    int64_t uid = xp_job_owner(d, r->job);
+    if (uid >= 0)
+        fprintf(out, " uid=%lld", (long long)uid);
+    const char *name = xp_job_name(d, r->job);
+    if (name[0]) {
+        fputs(" name=", out);
+        for (const char *c = name; *c; c++) /* one row, one word */
+            fputc(*c == ' ' || *c == '\n' || *c == '\t' ? '_' : *c, out);
+    }
+    fputc('\n', out);
 }
 
 /* One row per job seen, with its range of (job, producer) pairs. */

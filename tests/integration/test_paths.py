@@ -4,7 +4,8 @@
   IOTRACE_EXCLUDE empty they are recorded, so the default is what does it);
 - IOTRACE_EXCLUDE and IOTRACE_INCLUDE patterns leave files out entirely;
 - IOTRACE_ANONYMIZE=1 records every path component as a keyed hash, the
-  same one this test computes, and no name of the run's files is stored."""
+  same one this test computes, and no name of the run's files is stored;
+- the batch system's job name and the job's user reach --list-jobs."""
 import os
 import re
 import subprocess
@@ -41,7 +42,8 @@ def main():
 
         cases = {
             "paths-default": ({}, ["cat", "/proc/self/status", "/sys/devices/system/cpu/online"]),
-            "paths-all": ({"IOTRACE_EXCLUDE": ""}, ["cat", "/proc/self/status", "/sys/devices/system/cpu/online"]),
+            "paths-all": ({"IOTRACE_EXCLUDE": "", "SLURM_JOB_NAME": "my analysis"},
+                          ["cat", "/proc/self/status", "/sys/devices/system/cpu/online"]),
             "paths-exclude": ({"IOTRACE_EXCLUDE": "*/child.dat:*.creat"}, [bins["posix_app"], dep.tmp]),
             "paths-include": ({"IOTRACE_INCLUDE": "*/parent.dat"}, [bins["posix_app"], dep.tmp]),
             "paths-anon": ({"IOTRACE_ANONYMIZE": "1", "IOTRACE_ANONYMIZE_KEY": "site-secret"},
@@ -66,6 +68,11 @@ def main():
         anon = got["paths-anon"]
         assert all(re.fullmatch(r"(/[0-9a-f]{16})+", f) for f in anon), anon
         assert anonymized(parent, "site-secret") in anon, (anonymized(parent, "site-secret"), anon)
+        # The batch system's job name and the user travel with the job.
+        listed = subprocess.run([bins["export"], "--store", dep.store, "--list-jobs"], capture_output=True,
+                                text=True).stdout
+        row = [line for line in listed.splitlines() if line.startswith("paths-all ")]
+        assert row and f" uid={os.getuid()}" in row[0] and row[0].endswith(" name=my_analysis"), listed
         words = [w for w in parent.split("/") if w]
         assert not any(w in f for f in anon for w in words), anon
         print(f"ok: /proc and /sys left out by default ({len(kernel)} recorded without it); exclude, "

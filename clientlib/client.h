@@ -184,6 +184,8 @@ IOT_HIDDEN void iot_debug_log(const char *fmt, ...) __attribute__((format(printf
  * leave it out. */
 #define IOT_FILE_UNTRACED UINT64_MAX
 IOT_HIDDEN uint64_t iot_file_register(const char *path);
+/* Whether IOTRACE_EXCLUDE/INCLUDE leave `path` out (for opens that failed). */
+IOT_HIDDEN int iot_file_excluded(const char *path);
 
 /* paths.c: IOTRACE_EXCLUDE, IOTRACE_INCLUDE, IOTRACE_ANONYMIZE. */
 IOT_HIDDEN void iot_paths_configure(void);

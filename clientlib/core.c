@@ -362,28 +362,42 @@ static const char *strip_fs_prefix(const char *path)
     return (p - path >= 2 && *p == ':') ? p + 1 : path;
 }
 
-uint64_t iot_file_register(const char *path)
+/* The absolute form of `path` in buf (the working directory before a
+ * relative one); its length, or 0 when it cannot be known. */
+static size_t absolute(const char *path, char *buf, size_t cap)
 {
-    if (!path)
-        return 0;
     path = strip_fs_prefix(path);
-    char buf[4096];
     size_t len;
     if (path[0] == '/') {
-        len = strnlen(path, sizeof buf - 1);
+        len = strnlen(path, cap - 1);
         memcpy(buf, path, len);
     } else {
-        if (!getcwd(buf, sizeof buf - 2))
+        if (!getcwd(buf, cap - 2))
             return 0;
         len = strlen(buf);
         if (path[0] == '.' && path[1] == '/')
             path += 2;
-        int n = snprintf(buf + len, sizeof buf - len, "%s%s", len > 1 ? "/" : "", path);
+        int n = snprintf(buf + len, cap - len, "%s%s", len > 1 ? "/" : "", path);
         if (n < 0)
             return 0;
-        len = strnlen(buf, sizeof buf - 1);
+        len = strnlen(buf, cap - 1);
     }
     buf[len] = '\0';
+    return len;
+}
+
+int iot_file_excluded(const char *path)
+{
+    char buf[4096];
+    return path && absolute(path, buf, sizeof buf) && !iot_path_traced(buf);
+}
+
+uint64_t iot_file_register(const char *path)
+{
+    char buf[4096];
+    size_t len = path ? absolute(path, buf, sizeof buf) : 0;
+    if (!len)
+        return 0;
     if (!iot_path_traced(buf))
         return IOT_FILE_UNTRACED;
     len = iot_path_name(buf, len, sizeof buf);

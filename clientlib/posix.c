@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -73,7 +74,17 @@ static int opened(unsigned func, const char *path, int flags, uint64_t t0, int f
     int saved = errno;
     uint64_t t1 = iot_clock_raw();
     uint64_t file = 0;
-    if (fd >= 0) {
+    if (fd < 0) {
+        /* A failed open of a file left out (hwloc probing /sys) is left
+         * out too. */
+        iot_t.internal++;
+        int excluded = iot_file_excluded(path);
+        iot_t.internal--;
+        if (excluded) {
+            errno = saved;
+            return fd;
+        }
+    } else {
         iot_t.internal++;
         file = iot_file_register(path);
         iot_t.internal--;
@@ -111,6 +122,27 @@ static int opened(unsigned func, const char *path, int flags, uint64_t t0, int f
 IOT_OPEN_WRAPPER(open, IOT_F_POSIX_open)
 IOT_OPEN_WRAPPER(open64, IOT_F_POSIX_open64)
 
+/* A name relative to another directory (hwloc walks /sys that way) is made
+ * absolute from that directory's own path, so that it is named, and left
+ * out by IOTRACE_EXCLUDE, like any other; only then is a system call made,
+ * and errno is kept. */
+static const char *at_path(int dirfd, const char *path, int fd, char *full)
+{
+    if (fd < 0 || dirfd == AT_FDCWD || !path || path[0] == '/')
+        return path;
+    int saved = errno;
+    char link[32];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
+    ssize_t n = readlink(link, full, 4096 - 2);
+    size_t len = strlen(path);
+    errno = saved;
+    if (n <= 0 || (size_t)n + 1 + len >= 4096)
+        return path;
+    full[n] = '/';
+    memcpy(full + n + 1, path, len + 1);
+    return full;
+}
+
 #define IOT_OPENAT_WRAPPER(name, id)                                                \
     int name(int dirfd, const char *path, int flags, ...)                           \
     {                                                                               \
@@ -126,8 +158,8 @@ IOT_OPEN_WRAPPER(open64, IOT_F_POSIX_open64)
             return next_##name(dirfd, path, flags, mode);                           \
         uint64_t t0 = iot_clock_raw();                                              \
         int fd = next_##name(dirfd, path, flags, mode);                             \
-        /* Names relative to another directory are kept as given. */               \
-        return opened(id, path, flags, t0, fd);                                     \
+        char full[4096];                                                            \
+        return opened(id, at_path(dirfd, path, fd, full), flags, t0, fd);           \
     }
 
 IOT_OPENAT_WRAPPER(openat, IOT_F_POSIX_openat)

@@ -373,9 +373,14 @@ case_spool_kill() {
         fail "recovery not logged"
     has_line "ends in an incomplete batch (6 of" "$T/agent.log" || fail "torn tail not reported"
     [ "$(spool_segments)" -eq 0 ] || fail "$(spool_segments) segments left after every ack"
+    # The log holds the earlier agents' lines too: wait for one more
+    # "listening" line, which the new agent writes after taking the lock.
+    local before
+    before=$(grep -c "listening for producers" "$T/agent.log")
     start_agent --state-dir "$T/state"
-    wait_for 10 "the third agent" has_line "listening for producers" "$T/agent.log"
-    "$AGENT" --listen "ipc://$T/other.sock" --state-dir "$T/state" >"$T/third.log" 2>&1
+    listening_more() { [ "$(grep -c "listening for producers" "$T/agent.log")" -gt "$before" ]; }
+    wait_for 10 "the third agent" listening_more
+    timeout 10 "$AGENT" --listen "ipc://$T/other.sock" --state-dir "$T/state" >"$T/third.log" 2>&1
     [ $? -eq 1 ] || fail "a second agent on the same state directory did not exit with 1"
     has_line "another agent uses the spool directory" "$T/third.log" ||
         fail "no message for a second agent on the same state directory"

@@ -407,6 +407,10 @@ case_real_collector() {
     wait "$CPID" 2>/dev/null
     sleep 0.3
     start_real
+    # The collector may have stored everything before it was killed: what
+    # must happen still is the agent's second session.
+    second_session() { [ "$(grep -c "welcomed us" "$T/agent.log")" -ge 2 ]; }
+    wait_for 60 "the second session" second_session
     wait_for 60 "every batch acknowledged" has_line "received=120 .* pending=0 " "$T/agent.log"
     stop_agent
     [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"

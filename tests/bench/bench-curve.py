@@ -24,15 +24,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import free_port  # noqa: E402
+from testlib import free_port, thread_cpu  # noqa: E402
 
 PER_BATCH = 4096
 
 
 def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(thread_cpu(pid).values())
 
 
 def one_run(bins, tmp, events, curve):

@@ -18,5 +18,13 @@ if(NOT IOTRACE_SANITIZE AND NOT IOTRACE_FUZZ)
   add_test(NAME deploy.packages
     COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/packages_test.py ${PROJECT_SOURCE_DIR}
             ${CMAKE_BINARY_DIR}/packages-test)
-  set_tests_properties(deploy.packages PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+  set_tests_properties(deploy.packages PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
+    FIXTURES_SETUP debs)
+  # Those packages installed into a Debian root made with debootstrap and
+  # booted with systemd-nspawn: the units under a real systemd.
+  add_test(NAME deploy.boot
+    COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/boot_test.py ${CMAKE_BINARY_DIR}/packages-test
+            ${CMAKE_BINARY_DIR}/boot-test)
+  set_tests_properties(deploy.boot PROPERTIES TIMEOUT 1500 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
+    FIXTURES_REQUIRED debs)
 endif()

@@ -6,7 +6,7 @@ libprotobuf-c-dev protobuf-c-compiler liblz4-dev zlib1g-dev libjansson-dev libcm
 glusterfs-server glusterfs-client libglusterfs-dev liburcu-dev fuse3 faketime libfaketime
 libmicrohttpd-dev libcrypt-dev libjs-chart.js chromium chromium-driver python3-selenium prometheus curl openssl
 clang libclang-rt-14-dev systemd groff-base dpkg-dev
-systemd-container debootstrap"
+systemd-container debootstrap python3-pandas python3-jsonschema"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

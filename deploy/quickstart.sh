@@ -116,7 +116,7 @@ print(f"{len(events)} events, {len(calls)} MPI-IO CallIDs, "
 for (kind, func), n in sorted(by.items()):
     nbytes = sum(e["bytes"] or 0 for e in events if e["kind"] == kind and e["func"] == func)
     print(f"  {kind:6} {func:32} {n:5} calls {nbytes:12} bytes")
-dropped = sum(e["count"] for e in events if e["kind"] == "drop")
+dropped = sum(e["dropped"] for e in events if e["kind"] == "drop")
 print(f"dropped events: {dropped}")
 print("an MPI-IO call and the disk operations it caused:")
 call = next((e for e in events if e["kind"] == "mpiio" and e["func"] == "MPI_File_write_at"), None)

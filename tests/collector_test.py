@@ -54,13 +54,22 @@ class Collector:
 
 
 def ev(kind, job, node, rank, pid, tid, func, callid, file, offset, nbytes, ret, t, dur, **extra):
-    e = {"kind": kind, "job": job, "node": node, "rank": rank, "pid": pid, "uid": None, "tid": tid,
-         "func": func, "callid": callid, "file": file, "offset": offset, "bytes": nbytes}
-    if kind == "mpiio":
-        e["xfer"] = extra.pop("xfer")
-    e.update({"ret": ret, "t_start": T0 + t, "t_end": T0 + t + dur})
-    e.update(extra)
+    """A --jsonl row: every column present, integers never null."""
+    e = {"kind": kind, "role": "op" if kind == "disk" else "call", "job": job, "node": node,
+         "mpi_rank": -1 if rank is None else rank, "pid": pid, "uid": -1, "tid": tid, "func": func,
+         "callid": callid, "file": file, "offset": -1 if offset is None else offset, "bytes": nbytes,
+         "xfer": extra.pop("xfer", -1), "ret": ret, "t_start": T0 + t, "t_end": T0 + t + dur,
+         "coll_seq": extra.pop("coll_seq", 0), "server": extra.pop("server", None), "reason": None,
+         "dropped": 0}
+    assert not extra, extra
     return e
+
+
+def drop(node, pid, job, rank, reason, count, t_start, t_end, tid):
+    return {"kind": "drop", "role": "drop", "job": job, "node": node, "mpi_rank": rank, "pid": pid,
+            "uid": -1, "tid": tid, "func": None, "callid": None, "file": None, "offset": -1,
+            "bytes": 0, "xfer": -1, "ret": 0, "t_start": t_start, "t_end": t_end, "coll_seq": 0,
+            "server": None, "reason": reason, "dropped": count}
 
 
 # What the batches of collector_client hold, in export order.
@@ -76,8 +85,7 @@ EXPECTED = [
     ev("posix", "job42", "nodeA", 0, 1001, 1002, "writev", None, None, None, 100, 100, 2000, 100),
     ev("posix", "job42", "nodeA", 0, 1001, 1001, "read", None, "/data/out.dat", None, 10, -9,
        5000, 10),
-    {"kind": "drop", "node": "nodeA", "pid": 1001, "uid": None, "job": "job42", "rank": 0,
-     "reason": "buffer_full", "count": 7, "t_start": T0 + 6000, "t_end": T0 + 7000, "tid": 1001},
+    drop("nodeA", 1001, "job42", 0, "buffer_full", 7, T0 + 6000, T0 + 7000, 1001),
     ev("mpiio", "job42", "nodeA", 0, 1001, 1001, "MPI_File_write_at_all", "0x2", "/data/out.dat",
        4096, 4096, 0, 8000, 4000, xfer=4096, coll_seq=1),
     ev("disk", "job7", "store1", None, 3003, 78, "fsync", "0x5", "/bricks/b1/data/out.dat",
@@ -97,8 +105,7 @@ EXPECTED = [dict(e, t_start=e["t_start"] + CLOCK_A, t_end=e["t_end"] + CLOCK_A)
 # The batch with a sound envelope around a body that cannot be decoded: its
 # events are lost and counted as dropped, at the time it was stored (checked
 # apart: it is not known in advance).
-UNREADABLE = {"kind": "drop", "node": "nodeB", "pid": 5005, "uid": None, "job": "job9", "rank": 0,
-              "reason": "unreadable", "count": 3, "t_start": None, "t_end": None, "tid": 0}
+UNREADABLE = drop("nodeB", 5005, "job9", 0, "unreadable", 3, None, None, 0)
 EXPECTED.append(UNREADABLE)
 RAW = RAW + [UNREADABLE]
 STARTED_NS = time.time_ns()

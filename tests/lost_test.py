@@ -50,7 +50,7 @@ def main():
         check(stored == stored_want, f"stored {stored}, expected {stored_want}")
         # Reported once the producer's last stored batch has been read.
         check([d["reason"] for d in drops] == ["lost"], f"drop records: {drops}")
-        check(sum(d["count"] for d in drops) == lost, f"lost counted {sum(d['count'] for d in drops)}")
+        check(sum(d["dropped"] for d in drops) == lost, f"lost counted {sum(d['dropped'] for d in drops)}")
         check("were handed over and never stored" in r.stderr, "export did not say so: " + r.stderr)
         jobs = subprocess.run([EXPORT, "--store", store, "--list-jobs"], capture_output=True,
                               text=True).stdout

@@ -23,6 +23,7 @@ import time
 from testlib import check, failures, free_port  # noqa: E402
 
 COLLECTOR, EXPORT, CLIENT = sys.argv[1:4]
+VERSION = subprocess.run([EXPORT, "--version"], capture_output=True, text=True).stdout.split()[-1]
 US = 1000
 
 
@@ -169,12 +170,37 @@ def check_json(store):
     if r.returncode != 0:
         return
     got = json.loads(r.stdout)
-    compare(got, {"jobs": [JOB_S, JOB_T]}, "stats")
+    spans = {}
+    for j in got.get("jobs", []):
+        spans[j.get("job")] = j.pop("time_span", None)
+    check_spans(store, spans)
+    want = {"schema": "iotrace-stats/2", "tool": {"name": "iotrace", "version": VERSION},
+            "parameters": {"lateness_ms": 60000, "grace_ms": 2000, "aligned": True},
+            "jobs": [dict(JOB_S, name=None, uid=None), dict(JOB_T, name=None, uid=None)]}
+    compare(got, want, "stats")
     check("late" not in r.stderr, f"unexpected late events: {r.stderr}")
     check("node 's2' has no clock samples" in r.stderr, f"no warning about s2: {r.stderr}")
     one = stats(store, "--format", "json", "--job", "jobT")
-    check(one.returncode == 0 and json.loads(one.stdout) == {"jobs": [got["jobs"][1]]},
+    if one.returncode == 0:
+        only = json.loads(one.stdout)
+        del only["jobs"][0]["time_span"]
+    check(one.returncode == 0 and only == dict(got, jobs=[got["jobs"][1]]),
           f"--job jobT: {one.stdout} {one.stderr}")
+
+
+def check_spans(store, spans):
+    """A job's time span is the first start and last end of its MPI-IO calls
+    and disk operations, as the JSON Lines rows show them."""
+    r = run([EXPORT, "--store", store, "--jsonl", "-"])
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    for job in ("jobS", "jobT"):
+        mine = [e for e in rows if e["job"] == job and e["kind"] in ("mpiio", "disk")]
+        span = spans.get(job) or {}
+        first, last = min(e["t_start"] for e in mine), max(e["t_end"] for e in mine)
+        iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(first // 10**9)) + f".{first % 10**9:09d}Z"
+        check(span.get("first_ns") == first and span.get("last_ns") == last
+              and span.get("duration_ns") == last - first and span.get("first") == iso,
+              f"{job}: time span {span}, the rows say {first}..{last} ({iso})")
 
 
 def check_text(store):

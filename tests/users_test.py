@@ -60,7 +60,7 @@ def quota(tmp):
             ev = [json.loads(x) for x in r.stdout.splitlines()]
             got = collections.Counter()
             for e in ev:
-                got[(e["job"], e["kind"] == "drop" and e["reason"])] += e["count"] if e["kind"] == "drop" else 1
+                got[(e["job"], e["kind"] == "drop" and e["reason"])] += e["dropped"] if e["kind"] == "drop" else 1
             if sum(n for (j, _), n in got.items() if j == "greedy") >= made and got[("polite", False)] == 300:
                 break
             time.sleep(0.3)

@@ -161,6 +161,13 @@ int iot_an_stats_event(struct iot_an_stats *s, const struct xp_event *ev, uint32
     if (!j)
         return -1;
     j->events++;
+    if (ev->kind != XP_DROP) { /* a drop record's times say when it was noticed */
+        if (!j->spanned || ev->t_start < j->first_ns)
+            j->first_ns = ev->t_start;
+        if (!j->spanned || ev->t_end > j->last_ns)
+            j->last_ns = ev->t_end;
+        j->spanned = 1;
+    }
     switch (ev->kind) {
     case XP_MPIIO: return on_call(s, j, ev);
     case XP_DISK: return on_disk(s, j, ev, server);

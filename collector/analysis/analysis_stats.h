@@ -45,6 +45,8 @@ struct iot_an_job {
     uint64_t attr_disk_bytes, attr_disk_time_ns; /* those attributed to a call */
     uint64_t unmatched_calls, unmatched_disk_ops, dropped_events;
     uint64_t events; /* events and drop records */
+    int64_t first_ns, last_ns; /* span of the calls and disk operations counted */
+    int spanned;               /* first_ns and last_ns hold a value */
 };
 
 struct iot_an_stats {

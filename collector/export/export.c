@@ -1,5 +1,5 @@
-/* iotrace-export: turns a collector store into JSON Lines (one object per
- * event, in time order), a list of the jobs it holds, statistics per job
+/* iotrace-export: turns a collector store into JSON Lines or CSV (one row
+ * per event, in time order; export_rows.c), a list of the jobs it holds, statistics per job
  * (export_stats.c) or a report of the nodes' clocks.  Event times are
  * aligned to the collector's clock (unless --no-align).  Reads without
  * locking, so it works while a collector is writing.  See docs/export.md. */
@@ -13,6 +13,7 @@
 
 #include "analysis.h"
 #include "events.h"
+#include "export_rows.h"
 #include "export_slog2.h"
 #include "stats_report.h"
 #include "iot_functions.h"
@@ -21,11 +22,14 @@
 #include "slog2_read.h"
 #include "slog2_write.h"
 #include "store.h"
+#include "timeutil.h"
 #include "wire.h"
 
 static char *opt_store;
 static char *opt_job;
 static char *opt_jsonl;
+static char *opt_csv;
+static int opt_jsonl_schema;
 static int opt_list_jobs;
 static int opt_clock;
 static int opt_verify;
@@ -44,7 +48,9 @@ static long opt_children = -1;
 
 static const struct iot_opt options[] = {
     {"store", 's', IOT_OPT_STRING, &opt_store, "DIR", "store directory written by iotrace-collector (required)"},
-    {"jsonl", 0, IOT_OPT_STRING, &opt_jsonl, "FILE", "write one JSON object per event to FILE ('-': standard output)"},
+    {"jsonl", 0, IOT_OPT_STRING, &opt_jsonl, "FILE", "write one JSON object per event to FILE ('-': standard output), every object with the same keys (docs/export.md, Columns)"},
+    {"csv", 0, IOT_OPT_STRING, &opt_csv, "FILE", "write the same columns as CSV with a header line to FILE ('-': standard output)"},
+    {"jsonl-schema", 0, IOT_OPT_FLAG, &opt_jsonl_schema, NULL, "print the JSON Schema of a --jsonl line (alone, no --store)"},
     {"list-jobs", 0, IOT_OPT_FLAG, &opt_list_jobs, NULL, "print one line per job in the store"},
     {"clock", 0, IOT_OPT_FLAG, &opt_clock, NULL, "print one line per node: clock samples, offset to the collector, round trip, error bound, drift"},
     {"verify", 0, IOT_OPT_FLAG, &opt_verify, NULL, "read and check the whole store (every record's checksum, every batch's envelope and body) and print what it holds and any damage; exit 1 if there is any"},
@@ -80,7 +86,7 @@ static const struct iot_man_section export_man[] = {
 
 static const struct iot_opts_spec spec = {
     .program = "iotrace-export",
-    .synopsis = "--store DIR [--job ID] [--no-align] (--jsonl FILE | --list-jobs)\n"
+    .synopsis = "--store DIR [--job ID] [--no-align] (--jsonl FILE | --csv FILE | --list-jobs)\n"
                 "   or: iotrace-export --store DIR [--job ID] [--no-align] --stats "
                 "[--format text|json] [--lateness MS] [--grace MS]\n"
                 "   or: iotrace-export --store DIR [--job ID] [--no-align] --slog2 FILE "
@@ -88,7 +94,8 @@ static const struct iot_opts_spec spec = {
                 "[--lateness MS] [--grace MS]\n"
                 "   or: iotrace-export --store DIR --clock\n"
                 "   or: iotrace-export --store DIR --verify\n"
-                "   or: iotrace-export --dump-slog2 FILE",
+                "   or: iotrace-export --dump-slog2 FILE\n"
+                "   or: iotrace-export --jsonl-schema",
     .description = "Exports the events in an iotrace collector store.  See docs/export.md.",
     .opts = options,
     .n_opts = (int)(sizeof options / sizeof options[0]),
@@ -99,10 +106,6 @@ static const struct iot_opts_spec spec = {
     .man = export_man,
     .n_man = (int)(sizeof export_man / sizeof export_man[0]),
 };
-
-static const char *const kind_names[] = {"mpiio", "posix", "disk", "drop"};
-static const char *const drop_reasons[] = {"buffer_full", "send_failed", "internal",
-                                           "unreadable", "lost"};
 
 /* --jsonl: events are collected, then sorted. */
 struct event_list {
@@ -205,101 +208,6 @@ static int cmp_event(const void *pa, const void *pb)
 }
 
 
-static json_t *job_value(const struct xp_data *d, uint32_t job)
-{
-    return job ? iot_json_text(xp_string(&d->jobs, job)) : json_null();
-}
-
-static json_t *rank_value(const struct xp_producer *p)
-{
-    return p->kind == IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT && p->rank >= 0
-               ? json_integer(p->rank)
-               : json_null();
-}
-
-static json_t *callid_value(const struct xp_event *ev)
-{
-    if (ev->callid == 0 && ev->kind != XP_MPIIO)
-        return json_null();
-    char hex[24];
-    snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)ev->callid);
-    return json_string(hex);
-}
-
-static json_t *func_value(unsigned id)
-{
-    const char *name = iot_func_name(id);
-    return name ? json_string(name) : json_null();
-}
-
-static json_t *uid_value(const struct xp_producer *p)
-{
-    return p->uid < 0 ? json_null() : json_integer(p->uid);
-}
-
-static json_t *drop_json(const struct xp_data *d, const struct xp_event *ev)
-{
-    const struct xp_producer *p = &d->producers[ev->producer];
-    json_t *o = json_object();
-    json_object_set_new(o, "kind", json_string("drop"));
-    json_object_set_new(o, "node", iot_json_text(xp_string(&d->nodes, p->node)));
-    json_object_set_new(o, "pid", json_integer(p->pid));
-    json_object_set_new(o, "uid", uid_value(p));
-    json_object_set_new(o, "job", job_value(d, ev->job));
-    json_object_set_new(o, "rank", rank_value(p));
-    size_t n_reasons = sizeof drop_reasons / sizeof *drop_reasons;
-    json_object_set_new(o, "reason", ev->func < n_reasons ? json_string(drop_reasons[ev->func])
-                                                          : json_integer(ev->func));
-    json_object_set_new(o, "count", json_integer((json_int_t)ev->bytes));
-    json_object_set_new(o, "t_start", json_integer(ev->t_start));
-    json_object_set_new(o, "t_end", json_integer(ev->t_end));
-    json_object_set_new(o, "tid", json_integer(ev->tid));
-    return o;
-}
-
-static json_t *event_json(const struct xp_data *d, const struct xp_event *ev)
-{
-    if (ev->kind == XP_DROP)
-        return drop_json(d, ev);
-    const struct xp_producer *p = &d->producers[ev->producer];
-    const char *path = ev->file ? xp_file_path(d, ev->producer, ev->file) : NULL;
-    json_t *o = json_object();
-    json_object_set_new(o, "kind", json_string(kind_names[ev->kind]));
-    json_object_set_new(o, "job", job_value(d, ev->job));
-    json_object_set_new(o, "node", iot_json_text(xp_string(&d->nodes, p->node)));
-    json_object_set_new(o, "rank", ev->kind == XP_DISK ? json_null() : rank_value(p));
-    json_object_set_new(o, "pid", json_integer(p->pid));
-    json_object_set_new(o, "uid", uid_value(p));
-    json_object_set_new(o, "tid", json_integer(ev->tid));
-    json_object_set_new(o, "func", func_value(ev->func));
-    json_object_set_new(o, "callid", callid_value(ev));
-    json_object_set_new(o, "file", path ? iot_json_text(path) : json_null());
-    json_object_set_new(o, "offset", ev->offset < 0 ? json_null() : json_integer(ev->offset));
-    json_object_set_new(o, "bytes", json_integer((json_int_t)ev->bytes));
-    if (ev->kind == XP_MPIIO)
-        json_object_set_new(o, "xfer", json_integer((json_int_t)ev->xfer));
-    json_object_set_new(o, "ret", json_integer(ev->ret));
-    json_object_set_new(o, "t_start", json_integer(ev->t_start));
-    json_object_set_new(o, "t_end", json_integer(ev->t_end));
-    if (ev->kind == XP_MPIIO && ev->coll_seq)
-        json_object_set_new(o, "coll_seq", json_integer((json_int_t)ev->coll_seq));
-    if (ev->kind == XP_DISK)
-        json_object_set_new(o, "server", iot_json_text(xp_string(&d->servers, p->server)));
-    return o;
-}
-
-static int write_events(FILE *out, const struct xp_data *d, const struct event_list *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        json_t *o = event_json(d, &l->v[i]);
-        int rc = json_dumpf(o, out, JSON_COMPACT);
-        json_decref(o);
-        if (rc < 0 || fputc('\n', out) == EOF)
-            return -1;
-    }
-    return fflush(out);
-}
-
 static FILE *open_output(const char *path)
 {
     return strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
@@ -312,7 +220,8 @@ static int close_output(FILE *out)
     return fclose(out);
 }
 
-static int export_jsonl(struct xp_data *d, uint32_t job)
+/* --jsonl and --csv: the rows of export_rows.c, in time order. */
+static int export_rows(struct xp_data *d, uint32_t job)
 {
     struct event_list l = {.job = job};
     char err[512];
@@ -333,17 +242,19 @@ static int export_jsonl(struct xp_data *d, uint32_t job)
     }
     sort_data = d;
     qsort(l.v, l.n, sizeof *l.v, cmp_event);
-    FILE *out = open_output(opt_jsonl);
-    if (!out) {
-        free(l.v);
-        return data_error("cannot write %s: %s", opt_jsonl, strerror(errno));
-    }
-    int rc = write_events(out, d, &l);
-    if (close_output(out) < 0)
+    const char *path = opt_jsonl ? opt_jsonl : opt_csv;
+    FILE *out = open_output(path);
+    struct xp_rows *w = out ? xp_rows_open(out, opt_jsonl ? "jsonl" : "csv") : NULL;
+    int rc = w ? 0 : -1;
+    for (size_t i = 0; w && rc == 0 && i < l.n; i++)
+        rc = xp_rows_write(w, d, &l.v[i]);
+    if (w && xp_rows_close(w) < 0)
+        rc = -1;
+    if (out && close_output(out) < 0)
         rc = -1;
     free(l.v);
     if (rc < 0)
-        return data_error("cannot write %s: %s", opt_jsonl, strerror(errno));
+        return data_error("cannot write %s: %s", path, strerror(errno));
     return IOT_EXIT_OK;
 }
 
@@ -460,20 +371,6 @@ static int settle_pending(const struct xp_data *d, struct job_list *l)
     return 0;
 }
 
-static void format_time(char *buf, size_t len, int64_t ns)
-{
-    time_t sec = (time_t)(ns / 1000000000);
-    long frac = (long)(ns % 1000000000);
-    if (frac < 0) {
-        frac += 1000000000;
-        sec--;
-    }
-    struct tm tm;
-    gmtime_r(&sec, &tm);
-    size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, len - n, ".%09ldZ", frac);
-}
-
 /* pairs[from, to) all belong to one job; counts its ranks and nodes. */
 static void count_members(const struct xp_data *d, const uint64_t *pairs, size_t n,
                           uint64_t *scratch, size_t *ranks, size_t *nodes)
@@ -509,8 +406,8 @@ static void print_row(FILE *out, const struct xp_data *d, const struct job_list 
     char first[48] = "-", last[48] = "-";
     count_members(d, l->pairs + r->from, r->to - r->from, scratch, &ranks, &nodes);
     if (s->events) {
-        format_time(first, sizeof first, s->first);
-        format_time(last, sizeof last, s->last);
+        iot_format_utc(first, sizeof first, s->first);
+        iot_format_utc(last, sizeof last, s->last);
     }
     fprintf(out, "%s ranks=%zu nodes=%zu events=%llu dropped=%llu first=%s last=%s", r->name,
             ranks, nodes, (unsigned long long)s->events, (unsigned long long)s->dropped, first,
@@ -588,10 +485,10 @@ static void check_options(int argc, char **argv, int first)
     }
     if (!opt_store || !opt_store[0])
         usage_error("--store DIR is required");
-    if ((opt_jsonl != NULL) + opt_list_jobs + opt_clock + opt_stats + (opt_slog2 != NULL) +
-            opt_verify != 1)
-        usage_error("give exactly one of --jsonl FILE, --list-jobs, --stats, --slog2 FILE, "
-                    "--clock and --verify");
+    if ((opt_jsonl != NULL) + (opt_csv != NULL) + opt_list_jobs + opt_clock + opt_stats +
+            (opt_slog2 != NULL) + opt_verify != 1)
+        usage_error("give exactly one of --jsonl FILE, --csv FILE, --list-jobs, --stats, "
+                    "--slog2 FILE, --clock and --verify");
     if (opt_verify && (opt_job || opt_no_align))
         usage_error("--verify checks the whole store and takes neither --job nor --no-align");
     if (!opt_stats && opt_format)
@@ -615,6 +512,8 @@ static void check_options(int argc, char **argv, int first)
         usage_error("--clock reports every node and takes neither --job nor --no-align");
     if (opt_jsonl && !opt_jsonl[0])
         usage_error("--jsonl needs a file name, or '-' for standard output");
+    if (opt_csv && !opt_csv[0])
+        usage_error("--csv needs a file name, or '-' for standard output");
     if (opt_job && !opt_job[0])
         usage_error("--job needs a job id");
 }
@@ -623,7 +522,8 @@ static void check_options(int argc, char **argv, int first)
 static int dump_slog2(int argc, int first)
 {
     char err[512];
-    if (first < argc || opt_store || opt_job || opt_jsonl || opt_list_jobs || opt_clock || opt_verify ||
+    if (first < argc || opt_store || opt_job || opt_jsonl || opt_csv || opt_jsonl_schema ||
+        opt_list_jobs || opt_clock || opt_verify ||
         opt_no_align || opt_stats || opt_format || opt_lateness_ms >= 0 || opt_grace_ms >= 0 ||
         opt_slog2 || opt_from || opt_to || opt_layers || opt_leaf_size || opt_children >= 0)
         usage_error("--dump-slog2 FILE takes no other option or argument");
@@ -717,8 +617,8 @@ static void print_clock_line(FILE *out, const char *name, const struct iot_clock
         return;
     }
     char first[48], last[48], drift[32] = "-";
-    format_time(first, sizeof first, iot_clockmap_map(m, s.first_local_ns));
-    format_time(last, sizeof last, iot_clockmap_map(m, s.last_local_ns));
+    iot_format_utc(first, sizeof first, iot_clockmap_map(m, s.first_local_ns));
+    iot_format_utc(last, sizeof last, iot_clockmap_map(m, s.last_local_ns));
     if (s.has_drift)
         snprintf(drift, sizeof drift, "%+.3f", s.drift_ppm);
     fprintf(out, "%s samples=%zu offset_ns=%lld rtt_ns=%llu error_ns=%lld drift_ppm=%s first=%s "
@@ -855,7 +755,7 @@ static int export_events(struct xp_data *d, uint32_t job)
     char err[512];
     if (!opt_no_align && xp_read_clocks(opt_store, d, err, sizeof err) < 0)
         return data_error("%s%s", "", err);
-    int rc = opt_list_jobs ? list_jobs(d, job) : export_jsonl(d, job);
+    int rc = opt_list_jobs ? list_jobs(d, job) : export_rows(d, job);
     if (!opt_no_align)
         report_unaligned(d);
     return rc;
@@ -867,6 +767,13 @@ int main(int argc, char **argv)
     int first = iot_opts_parse(&spec, argc, argv);
     if (opt_dump_slog2)
         return dump_slog2(argc, first);
+    if (opt_jsonl_schema) {
+        if (first < argc || argc != 2)
+            usage_error("--jsonl-schema takes no other option or argument");
+        return xp_rows_schema(stdout) == 0 && fflush(stdout) == 0
+                   ? IOT_EXIT_OK
+                   : data_error("cannot write the schema: %s%s", strerror(errno), "");
+    }
     check_options(argc, argv, first);
     struct xp_data d;
     if (xp_data_init(&d) < 0)

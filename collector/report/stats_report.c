@@ -1,5 +1,7 @@
 #include "stats_report.h"
 
+#include "timeutil.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -206,6 +208,20 @@ static json_t *clock_json(const struct xp_data *d, const struct job_view *v)
     return o;
 }
 
+/* The job's first start and last end among the calls and disk operations
+ * counted, as ns and as UTC text for people. */
+static json_t *span_json(const struct iot_an_job *j)
+{
+    if (!j->spanned)
+        return json_null();
+    char first[40], last[40];
+    iot_format_utc(first, sizeof first, j->first_ns);
+    iot_format_utc(last, sizeof last, j->last_ns);
+    return json_pack("{s:I, s:I, s:I, s:s, s:s}", "first_ns", (json_int_t)j->first_ns, "last_ns",
+                     (json_int_t)j->last_ns, "duration_ns", (json_int_t)(j->last_ns - j->first_ns),
+                     "first", first, "last", last);
+}
+
 static json_t *job_json(const struct xp_data *d, const struct iot_pipe *s,
                         const struct job_view *v)
 {
@@ -213,6 +229,11 @@ static json_t *job_json(const struct xp_data *d, const struct iot_pipe *s,
     const struct iot_an_job *j = v->st ? v->st : &none;
     json_t *o = json_object();
     json_object_set_new(o, "job", iot_json_text(v->name));
+    const char *name = v->job != UINT32_MAX ? xp_job_name(d, v->job) : NULL;
+    int64_t owner = v->job != UINT32_MAX ? xp_job_owner(d, v->job) : -1;
+    json_object_set_new(o, "name", name && name[0] ? iot_json_text(name) : json_null());
+    json_object_set_new(o, "uid", owner >= 0 ? json_integer(owner) : json_null());
+    json_object_set_new(o, "time_span", span_json(j));
     json_object_set_new(o, "functions", functions_json(j));
     json_object_set_new(o, "servers", servers_json(j, &s->names));
     json_object_set_new(o, "amplification", ratio_json(j->disk_bytes, j->call_bytes));
@@ -231,6 +252,17 @@ static json_t *report_json(const struct xp_data *d, const struct iot_pipe *s,
     for (size_t i = 0; i < n; i++)
         json_array_append_new(jobs, job_json(d, s, &views[i]));
     json_t *root = json_object();
+    /* What a reader needs to know the figures' meaning: the format's
+     * version, which iotrace made them, and the analysis's parameters.  The
+     * tool is named "iotrace", not the program, so that the collector's
+     * live figures and iotrace-export's stay byte-identical. */
+    json_object_set_new(root, "schema", json_string(IOT_STATS_SCHEMA));
+    json_object_set_new(root, "tool", json_pack("{s:s, s:s}", "name", "iotrace", "version",
+                                                IOTRACE_VERSION));
+    json_object_set_new(root, "parameters",
+                        json_pack("{s:I, s:I, s:b}", "lateness_ms",
+                                  (json_int_t)(s->cfg.lateness_ns / 1000000), "grace_ms",
+                                  (json_int_t)(s->cfg.grace_ns / 1000000), "aligned", d->align));
     json_object_set_new(root, "jobs", jobs);
     return root;
 }

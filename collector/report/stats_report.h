@@ -10,6 +10,10 @@
 #include "events.h"
 #include "pipeline.h"
 
+/* The version of the JSON of --stats --format json and /api/v1/jobs/ID/stats
+ * (docs/statistics.md, "JSON"): raised when a field changes meaning or goes. */
+#define IOT_STATS_SCHEMA "iotrace-stats/2"
+
 struct xp_stats_options {
     const char *store;
     uint32_t job;         /* in d->jobs; UINT32_MAX: every job */

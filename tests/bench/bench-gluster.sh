@@ -221,7 +221,7 @@ for name in ("none", "server", "tagged", "miss"):
          and e["server"].split("/")[-3] == f"vol-{name}" and e["func"] in ("writev", "readv")]
     tagged = sum(e["callid"] is not None and e["job"] == job for e in d)
     print(f"  recorded on the brick for {name:7}: {len(d)} writev/readv, {tagged} with a CallID")
-drops = sum(e["count"] for e in ev if e["kind"] == "drop")
+drops = sum(e["dropped"] for e in ev if e["kind"] == "drop")
 print(f"  dropped events: {drops}")
 PY
 fi
@@ -304,7 +304,7 @@ for t in types:
                   f" {amp:15.3f}")
 print("  untagged writev/readv of the benchmark files:",
       dict(untagged) if untagged else "none")
-drops = sum(e["count"] for e in ev if e["kind"] == "drop")
+drops = sum(e["dropped"] for e in ev if e["kind"] == "drop")
 print(f"  dropped events: {drops}")
 PY
 fi

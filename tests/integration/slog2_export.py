@@ -152,7 +152,7 @@ def check(export, store, jsonl, job, tmp, label):
     lines = dump.line_map()
     # Times are compared exactly: both sides divide the same integer
     # nanoseconds by 1e9, and the reader prints doubles that read back exact.
-    want_arrows = collections.Counter((path_kind(d["func"]), d["callid"], c["rank"], d["tid"],
+    want_arrows = collections.Counter((path_kind(d["func"]), d["callid"], c["mpi_rank"], d["tid"],
                                        t(c["t_start"]), t(d["t_start"])) for c, d in pairs)
     got_arrows = collections.Counter()
     for a in arrows:

@@ -65,7 +65,7 @@ def main():
         def accounted(events):
             n = collections.Counter()
             for e in events:
-                n[e["pid"]] += e["count"] if e["kind"] == "drop" else 1
+                n[e["pid"]] += e["dropped"] if e["kind"] == "drop" else 1
             return n
 
         events = dep.wait_for(lambda ev: all(accounted(ev)[pid] >= m for pid, (m, _) in made.items()),
@@ -76,14 +76,14 @@ def main():
         drops = collections.Counter()
         for e in events:
             if e["kind"] == "drop":
-                drops[e["reason"]] += e["count"]
+                drops[e["reason"]] += e["dropped"]
         calls = collections.Counter((e["pid"], e["callid"]) for e in events if e["kind"] == "mpiio")
         twice = [k for k, n in calls.items() if n > 1]
         assert not twice, f"{len(twice)} MPI-IO events stored twice"
         for pid, (m, _) in made.items():
             assert got[pid] == m, f"pid {pid}: made {m}, stored + dropped {got[pid]} ({dict(drops)})"
         assert drops["send_failed"] > 0, f"no send_failed drops while the agent was down: {dict(drops)}"
-        ranks = {e["rank"] for e in events if e["kind"] == "mpiio"}
+        ranks = {e["mpi_rank"] for e in events if e["kind"] == "mpiio"}
         assert ranks == set(range(NPROCS)), ranks
         stored = sum(1 for e in events if e["kind"] != "drop")
         print(f"ok: made {sum(m for m, _ in made.values())} events on {NPROCS} ranks; stored {stored}, "

@@ -281,9 +281,11 @@ def check_users(bins, dep, vol):
     print("ok: nobody's replaced registry found again: requests tagged")
 
 
-def main():
-    bins = parse_bins(sys.argv[1:])
-    for k in ("volume_sh", "xlator_dir", "fuse_ops"):
+def start(argv, *needed):
+    """The programs and a running collector and agent, with a registry name of
+    the test's own, for a test on volumes; exit 77 without root or FUSE."""
+    bins = parse_bins(argv)
+    for k in ("volume_sh", "xlator_dir", *needed):
         if k not in bins:
             raise SystemExit(f"missing argument --{k.replace('_', '-')}")
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
@@ -291,6 +293,11 @@ def main():
         sys.exit(77)
     dep = Deployment(bins).start()
     dep.registry = f"/iotrace-test-{os.getpid()}"
+    return bins, dep
+
+
+def main():
+    bins, dep = start(sys.argv[1:], "fuse_ops")
     try:
         for kind, bricks in (("distribute", 2), ("replica", 2), ("disperse", 3)):
             vol = Volume(bins, dep, kind, bricks)

@@ -317,7 +317,7 @@ def check_alignment(aligned, raw, jobs, files, err, offsets):
             and not e["func"].endswith("_end") and ("read" in e["func"] or "write" in e["func"])]
     missed = [e for e in data if (e["job"], e["callid"]) not in hit]
     check(not missed, f"{len(missed)} of {len(data)} read/write calls have no disk operation: "
-                      f"{[(e['func'], e['rank']) for e in missed[:10]]}")
+                      f"{[(e['func'], e['mpi_rank']) for e in missed[:10]]}")
     # Every read and write of the files on the bricks carries a CallID.
     untagged = [e for e in aligned if e["kind"] == "disk" and e["func"] in ("readv", "writev")
                 and e["file"] in files and e["callid"] is None]

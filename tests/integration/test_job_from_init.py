@@ -44,7 +44,7 @@ def main():
         pre_io = [e for e in mine if e["kind"] == "posix" and (e["file"] or "").startswith(pre)]
         funcs = sorted(e["func"] for e in pre_io)
         assert funcs == sorted(["open", "write", "close"] * NPROCS), funcs
-        assert {e["rank"] for e in pre_io} == set(range(NPROCS)), pre_io
+        assert {e["mpi_rank"] for e in pre_io} == set(range(NPROCS)), pre_io
         assert all(e["callid"] is None for e in pre_io), pre_io
         assert len([e for e in mine if e["kind"] != "drop"]) == total, (len(mine), total)
         print(f"ok: job {job} agreed in MPI_Init covers {len(pre_io)} POSIX events made before it, "

@@ -73,7 +73,7 @@ def check_mpiio(events, data_file):
     mpi = [e for e in events if e["kind"] == "mpiio"]
     by_rank = collections.defaultdict(list)
     for e in mpi:
-        by_rank[e["rank"]].append(e)
+        by_rank[e["mpi_rank"]].append(e)
     if sorted(by_rank) != list(range(NPROCS)):
         fail(f"ranks seen: {sorted(by_rank)}")
     for rank, evs in by_rank.items():
@@ -158,7 +158,7 @@ def check_enclosed(p, calls):
     enclosing = [c for c in calls[(p["pid"], p["tid"])]
                  if c["t_start"] <= p["t_start"] and p["t_end"] <= c["t_end"]]
     if not enclosing:
-        fail(f"{p['func']} at {p['offset']} on rank {p['rank']}'s thread {p['tid']} lies "
+        fail(f"{p['func']} at {p['offset']} on rank {p['mpi_rank']}'s thread {p['tid']} lies "
              f"outside any MPI-IO call (CallID {p['callid']})")
     want = {c["callid"] for c in enclosing}
     if p["callid"] not in want:
@@ -176,9 +176,9 @@ def check_on_worker(p, mpi, by_callid):
              f"{p['callid']}, not the CallID of a non-blocking call of its rank")
     done = [c for c in mpi if c["callid"] == p["callid"] and c["func"] in COMPLETIONS]
     if len(done) != 1:
-        fail(f"{call['func']} of rank {call['rank']}: {len(done)} completion records")
+        fail(f"{call['func']} of rank {call['mpi_rank']}: {len(done)} completion records")
     if not (call["t_start"] <= p["t_start"] and p["t_end"] <= done[0]["t_end"]):
-        fail(f"{p['func']} of {call['func']} (rank {call['rank']}) ran outside "
+        fail(f"{p['func']} of {call['func']} (rank {call['mpi_rank']}) ran outside "
              f"[{call['t_start']}, {done[0]['t_end']}]")
 
 
@@ -191,14 +191,14 @@ def check_nonblocking(transfers, mpi, by_callid):
     """Every non-blocking call's data shows as POSIX transfers carrying the
     CallID of that call (or, for collective reads, of the same call on the
     aggregator rank), with the right direction, offsets and sizes."""
-    main_tid = {e["rank"]: e["tid"] for e in mpi}
+    main_tid = {e["mpi_rank"]: e["tid"] for e in mpi}
     for func, (op, pieces) in NONBLOCKING.items():
         ids = {c["callid"] for c in by_callid.values() if c["func"] == func}
         mine = [t for t in transfers if t["callid"] in ids]
         if any(t["func"] not in (op, op + "64") or t["ret"] != t["bytes"] for t in mine):
             fail(f"{func}: unexpected transfers {mine}")
         for k in range(NPROCS):
-            own = [t for t in mine if by_callid[t["callid"]]["rank"] == k]
+            own = [t for t in mine if by_callid[t["callid"]]["mpi_rank"] == k]
             if not covered(pieces(k), own if func in AIO_CALLS else mine):
                 fail(f"rank {k} {func}: data {pieces(k)} not covered by its transfers {own}")
             if func in AIO_CALLS and [(t["offset"], t["bytes"]) for t in own] != pieces(k):

@@ -10,12 +10,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 from harness import Deployment, parse_bins, sanitizer_env  # noqa: E402
 
 # (func, offset, bytes) of one io_round, in order, on the .dat file
-ROUND = [("open", None, 0), ("write", 0, 10), ("write", 10, 6), ("pwrite", 100, 8),
+ROUND = [("open", -1, 0), ("write", 0, 10), ("write", 10, 6), ("pwrite", 100, 8),
          ("pread", 100, 8), ("lseek", 200, 0), ("writev", 200, 32), ("pwritev", 300, 32),
          ("preadv", 300, 32), ("pwritev2", 400, 32), ("preadv2", 400, 32), ("lseek", 0, 0),
-         ("read", 0, 16), ("readv", 16, 32), ("fsync", None, 0), ("fdatasync", None, 0),
-         ("ftruncate", 1000, 0), ("close", None, 0), ("fopen", None, 0), ("fwrite", None, 20),
-         ("fread", None, 20), ("fclose", None, 0)]
+         ("read", 0, 16), ("readv", 16, 32), ("fsync", -1, 0), ("fdatasync", -1, 0),
+         ("ftruncate", 1000, 0), ("close", -1, 0), ("fopen", -1, 0), ("fwrite", -1, 20),
+         ("fread", -1, 20), ("fclose", -1, 0)]
 
 
 def main():

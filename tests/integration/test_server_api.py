@@ -65,7 +65,7 @@ def main():
                 job, callid = f"job-{i % JOBS}", hex(i + 1)
             want = {"func": "readv" if i % 2 else "writev", "file": "/odd.dat" if i % 2 else "/even.dat",
                     "offset": i * 4096, "bytes": 4096, "ret": 4096, "job": job, "callid": callid,
-                    "server": "test:/store", "rank": None}
+                    "server": "test:/store", "mpi_rank": -1}
             got = {k: e[k] for k in want}
             assert got == want, f"operation {i}: got {got}, want {want}"
             assert e["t_end"] >= e["t_start"] > 0, e
@@ -85,7 +85,7 @@ def main():
             mine = [e for e in ev if e.get("server") == "small:/store" or
                     (e["kind"] == "drop" and e["pid"] not in {d["pid"] for d in disk})]
             got = sum(e["kind"] == "disk" for e in mine)
-            lost = sum(e["count"] for e in mine if e["kind"] == "drop")
+            lost = sum(e["dropped"] for e in mine if e["kind"] == "drop")
             return got == recorded and lost == dropped
 
         dep.wait_for(complete)

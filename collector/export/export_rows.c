@@ -1,0 +1,263 @@
+/* The columns of --jsonl and --csv.  Every row has every column and an
+ * integer column is always an integer: where a value does not exist it holds
+ * a sentinel the table documents (-1, 0), never null, so that pandas keeps
+ * integer dtypes.  Names avoid pandas' DataFrame attributes (`rank`,
+ * `count`), so df.mpi_rank works as well as df["mpi_rank"]. */
+#include "export_rows.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis_match.h"
+#include "iot_functions.h"
+#include "stats_report.h"
+#include "wire.h"
+
+enum col_type { COL_STR, COL_INT };
+
+struct column {
+    const char *name;
+    enum col_type type;
+    const char *values; /* the enumeration, "|"-separated, or NULL */
+    const char *meaning;
+};
+
+/* Order: the order of the JSON keys and of the CSV columns. */
+#define XP_COLUMNS(X)                                                                          \
+    X(kind, COL_STR, "mpiio|posix|disk|drop", "what the row is: an MPI-IO call, a POSIX call, a disk operation on a storage server, or a drop record (events lost, counted in `dropped`)") \
+    X(role, COL_STR, "call|completion|end|op|drop", "`call` for an MPI-IO or POSIX call; `completion` for `MPI_Wait*`/`MPI_Test*` and `end` for a split collective's `*_end`, which repeat the bytes of the call they complete (sum `bytes` over `call` rows only); `op` for a disk operation; `drop` for a drop record") \
+    X(job, COL_STR, NULL, "job id; null (CSV: empty) when the event has none") \
+    X(node, COL_STR, NULL, "node that recorded the event") \
+    X(mpi_rank, COL_INT, NULL, "MPI rank; -1 for disk operations and processes outside MPI") \
+    X(pid, COL_INT, NULL, "process id on its node") \
+    X(uid, COL_INT, NULL, "user the process ran as, as the agent learned it from the kernel; -1 when not known") \
+    X(tid, COL_INT, NULL, "thread id (Linux tid); for a disk operation, the storage server's thread") \
+    X(func, COL_STR, NULL, "function (`MPI_File_write_at`, `pwrite`, disk `writev`, ...); null for drop records") \
+    X(callid, COL_STR, NULL, "CallID of the MPI-IO call the event belongs to, hexadecimal (`0x...`); null outside any call") \
+    X(file, COL_STR, NULL, "absolute path of the file; null when not known") \
+    X(offset, COL_INT, NULL, "byte offset where the access starts; -1 when the call has none or it is not known (stdio, O_APPEND)") \
+    X(bytes, COL_INT, NULL, "bytes requested (MPI-IO: count times the datatype's size; disk: the operation's size); 0 for drop records") \
+    X(xfer, COL_INT, NULL, "MPI-IO: bytes transferred (from the MPI_Status); -1 for other kinds") \
+    X(ret, COL_INT, NULL, "return value: MPI error code, or the POSIX/disk result (bytes, descriptor, or -errno)") \
+    X(t_start, COL_INT, NULL, "start, ns since the Unix epoch on the collector's clock (unless --no-align); -1 when not known") \
+    X(t_end, COL_INT, NULL, "end, same clock; -1 when not known") \
+    X(coll_seq, COL_INT, NULL, "collective calls: the sequence number shared by the ranks' parts of one collective on one file; 0 otherwise") \
+    X(server, COL_STR, NULL, "disk operations: the storage server (brick) that did it; null otherwise") \
+    X(reason, COL_STR, "buffer_full|send_failed|internal|unreadable|lost", "drop records: why the events were lost; null otherwise") \
+    X(dropped, COL_INT, NULL, "drop records: how many events were lost; 0 otherwise")
+
+enum {
+#define X(name, type, values, meaning) COL_##name,
+    XP_COLUMNS(X)
+#undef X
+    N_COLS
+};
+
+static const struct column columns[N_COLS] = {
+#define X(name, type, values, meaning) {#name, type, values, meaning},
+    XP_COLUMNS(X)
+#undef X
+};
+
+static const char *const kind_names[] = {"mpiio", "posix", "disk", "drop"};
+static const char *const drop_reasons[] = {"buffer_full", "send_failed", "internal",
+                                           "unreadable", "lost"};
+
+struct value {
+    const char *s; /* COL_STR; NULL: none */
+    int64_t i;     /* COL_INT */
+};
+
+struct xp_rows {
+    FILE *out;
+    int csv;
+    char callid[24], func[16], reason[16];
+};
+
+static const char *role_of(const struct xp_event *ev)
+{
+    switch (ev->kind) {
+    case XP_DISK: return "op";
+    case XP_DROP: return "drop";
+    case XP_MPIIO: break;
+    default: return "call";
+    }
+    if (!iot_match_is_completion(ev->func))
+        return "call";
+    const char *name = iot_func_name(ev->func);
+    size_t n = name ? strlen(name) : 0;
+    return n > 4 && strcmp(name + n - 4, "_end") == 0 ? "end" : "completion";
+}
+
+static void row_values(struct xp_rows *w, const struct xp_data *d, const struct xp_event *ev,
+                       struct value *v)
+{
+    const struct xp_producer *p = &d->producers[ev->producer];
+    int drop = ev->kind == XP_DROP;
+    memset(v, 0, N_COLS * sizeof *v);
+    v[COL_kind].s = kind_names[ev->kind];
+    v[COL_role].s = role_of(ev);
+    v[COL_job].s = ev->job ? xp_string(&d->jobs, ev->job) : NULL;
+    v[COL_node].s = xp_string(&d->nodes, p->node);
+    v[COL_mpi_rank].i = p->kind == IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT && p->rank >= 0 &&
+                                ev->kind != XP_DISK
+                            ? p->rank
+                            : -1;
+    v[COL_pid].i = p->pid;
+    v[COL_uid].i = p->uid < 0 ? -1 : p->uid;
+    v[COL_tid].i = ev->tid;
+    v[COL_t_start].i = ev->t_start;
+    v[COL_t_end].i = ev->t_end;
+    v[COL_offset].i = -1;
+    v[COL_xfer].i = -1;
+    if (drop) {
+        size_t n_reasons = sizeof drop_reasons / sizeof *drop_reasons;
+        if (ev->func < n_reasons) {
+            v[COL_reason].s = drop_reasons[ev->func];
+        } else {
+            snprintf(w->reason, sizeof w->reason, "%u", ev->func);
+            v[COL_reason].s = w->reason;
+        }
+        v[COL_dropped].i = (int64_t)ev->bytes;
+        return;
+    }
+    const char *name = iot_func_name(ev->func);
+    if (!name) {
+        snprintf(w->func, sizeof w->func, "%u", ev->func);
+        name = w->func;
+    }
+    v[COL_func].s = name;
+    if (ev->callid || ev->kind == XP_MPIIO) {
+        snprintf(w->callid, sizeof w->callid, "0x%llx", (unsigned long long)ev->callid);
+        v[COL_callid].s = w->callid;
+    }
+    v[COL_file].s = ev->file ? xp_file_path(d, ev->producer, ev->file) : NULL;
+    v[COL_offset].i = ev->offset < 0 ? -1 : ev->offset;
+    v[COL_bytes].i = (int64_t)ev->bytes;
+    if (ev->kind == XP_MPIIO)
+        v[COL_xfer].i = (int64_t)ev->xfer;
+    v[COL_ret].i = ev->ret;
+    v[COL_coll_seq].i = ev->kind == XP_MPIIO ? (int64_t)ev->coll_seq : 0;
+    if (ev->kind == XP_DISK)
+        v[COL_server].s = xp_string(&d->servers, p->server);
+}
+
+static int write_json(struct xp_rows *w, const struct value *v)
+{
+    json_t *o = json_object();
+    if (!o)
+        return -1;
+    for (int c = 0; c < N_COLS; c++) {
+        json_t *x = columns[c].type == COL_INT ? json_integer(v[c].i)
+                    : v[c].s                    ? iot_json_text(v[c].s)
+                                                : json_null();
+        json_object_set_new(o, columns[c].name, x);
+    }
+    int rc = json_dumpf(o, w->out, JSON_COMPACT);
+    json_decref(o);
+    return rc < 0 || fputc('\n', w->out) == EOF ? -1 : 0;
+}
+
+/* RFC 4180: a field with a comma, quote or line break is quoted, quotes
+ * doubled. */
+static int csv_field(FILE *out, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n"))
+        return fputs(s, out) == EOF ? -1 : 0;
+    if (fputc('"', out) == EOF)
+        return -1;
+    for (; *s; s++)
+        if ((*s == '"' && fputc('"', out) == EOF) || fputc(*s, out) == EOF)
+            return -1;
+    return fputc('"', out) == EOF ? -1 : 0;
+}
+
+static int write_csv(struct xp_rows *w, const struct value *v)
+{
+    for (int c = 0; c < N_COLS; c++) {
+        if (c && fputc(',', w->out) == EOF)
+            return -1;
+        if (columns[c].type == COL_INT) {
+            if (fprintf(w->out, "%lld", (long long)v[c].i) < 0)
+                return -1;
+        } else if (v[c].s && csv_field(w->out, v[c].s) < 0) {
+            return -1;
+        }
+    }
+    return fputc('\n', w->out) == EOF ? -1 : 0;
+}
+
+struct xp_rows *xp_rows_open(FILE *out, const char *format)
+{
+    struct xp_rows *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->out = out;
+    w->csv = strcmp(format, "csv") == 0;
+    if (w->csv) {
+        int bad = 0;
+        for (int c = 0; c < N_COLS; c++)
+            bad |= fprintf(out, "%s%s", c ? "," : "", columns[c].name) < 0;
+        if (bad || fputc('\n', out) == EOF) {
+            free(w);
+            return NULL;
+        }
+    }
+    return w;
+}
+
+int xp_rows_write(struct xp_rows *w, const struct xp_data *d, const struct xp_event *ev)
+{
+    struct value v[N_COLS];
+    row_values(w, d, ev, v);
+    return w->csv ? write_csv(w, v) : write_json(w, v);
+}
+
+int xp_rows_close(struct xp_rows *w)
+{
+    int rc = fflush(w->out) == 0 && !ferror(w->out) ? 0 : -1;
+    free(w);
+    return rc;
+}
+
+int xp_rows_schema(FILE *out)
+{
+    json_t *props = json_object(), *required = json_array();
+    for (int c = 0; c < N_COLS; c++) {
+        const struct column *col = &columns[c];
+        json_t *p = json_object();
+        if (col->type == COL_INT)
+            json_object_set_new(p, "type", json_string("integer"));
+        else if (col->values || c == COL_node)
+            json_object_set_new(p, "type", json_string("string"));
+        else
+            json_object_set_new(p, "type", json_pack("[ss]", "string", "null"));
+        if (col->values) {
+            json_t *e = json_array();
+            char buf[128];
+            snprintf(buf, sizeof buf, "%s", col->values);
+            for (char *save = NULL, *t = strtok_r(buf, "|", &save); t; t = strtok_r(NULL, "|", &save))
+                json_array_append_new(e, json_string(t));
+            if (c == COL_reason)
+                json_array_append_new(e, json_null());
+            json_object_set_new(p, "enum", e);
+            if (c == COL_reason)
+                json_object_set_new(p, "type", json_pack("[ss]", "string", "null"));
+        }
+        json_object_set_new(p, "description", json_string(col->meaning));
+        json_object_set_new(props, col->name, p);
+        json_array_append_new(required, json_string(col->name));
+    }
+    json_t *schema = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:b}",
+                               "$schema", "https://json-schema.org/draft/2020-12/schema",
+                               "title", XP_ROWS_SCHEMA,
+                               "description", "one line of iotrace-export --jsonl: one event",
+                               "type", "object", "properties", props, "required", required,
+                               "additionalProperties", 0);
+    if (!schema)
+        return -1;
+    int rc = json_dumpf(schema, out, JSON_INDENT(2));
+    json_decref(schema);
+    return rc < 0 || fputc('\n', out) == EOF ? -1 : 0;
+}

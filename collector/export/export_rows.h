@@ -1,0 +1,25 @@
+/* One row per event: the columns of `iotrace-export --jsonl` and `--csv`
+ * and the JSON Schema `--jsonl-schema` prints, from one table, so that the
+ * formats and their description cannot drift (docs/export.md, "Columns"). */
+#ifndef IOT_EXPORT_ROWS_H
+#define IOT_EXPORT_ROWS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "events.h"
+
+#define XP_ROWS_SCHEMA "iotrace-events/2"
+
+struct xp_rows;
+
+/* format: "jsonl" or "csv" (CSV starts with its header line). */
+struct xp_rows *xp_rows_open(FILE *out, const char *format);
+int xp_rows_write(struct xp_rows *w, const struct xp_data *d, const struct xp_event *ev);
+/* Flushes; -1 when anything could not be written. Frees w. */
+int xp_rows_close(struct xp_rows *w);
+
+/* The JSON Schema (2020-12) of one JSON Lines row, ending in a newline. */
+int xp_rows_schema(FILE *out);
+
+#endif

@@ -143,17 +143,31 @@ static void row_values(struct xp_rows *w, const struct xp_data *d, const struct 
         v[COL_server].s = xp_string(&d->servers, p->server);
 }
 
-static int write_json(struct xp_rows *w, const struct value *v)
+static json_t *row_json(const struct value *v)
 {
     json_t *o = json_object();
-    if (!o)
-        return -1;
-    for (int c = 0; c < N_COLS; c++) {
+    for (int c = 0; o && c < N_COLS; c++) {
         json_t *x = columns[c].type == COL_INT ? json_integer(v[c].i)
                     : v[c].s                    ? iot_json_text(v[c].s)
                                                 : json_null();
         json_object_set_new(o, columns[c].name, x);
     }
+    return o;
+}
+
+json_t *xp_rows_json(const struct xp_data *d, const struct xp_event *ev)
+{
+    struct xp_rows scratch = {0};
+    struct value v[N_COLS];
+    row_values(&scratch, d, ev, v);
+    return row_json(v);
+}
+
+static int write_json(struct xp_rows *w, const struct value *v)
+{
+    json_t *o = row_json(v);
+    if (!o)
+        return -1;
     int rc = json_dumpf(o, w->out, JSON_COMPACT);
     json_decref(o);
     return rc < 0 || fputc('\n', w->out) == EOF ? -1 : 0;

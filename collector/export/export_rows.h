@@ -4,6 +4,7 @@
 #ifndef IOT_EXPORT_ROWS_H
 #define IOT_EXPORT_ROWS_H
 
+#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -18,6 +19,10 @@ struct xp_rows *xp_rows_open(FILE *out, const char *format);
 int xp_rows_write(struct xp_rows *w, const struct xp_data *d, const struct xp_event *ev);
 /* Flushes; -1 when anything could not be written. Frees w. */
 int xp_rows_close(struct xp_rows *w);
+
+/* One row as a JSON object (for other formats that carry the same fields,
+ * such as the Chrome trace's slice arguments); NULL when out of memory. */
+json_t *xp_rows_json(const struct xp_data *d, const struct xp_event *ev);
 
 /* The JSON Schema (2020-12) of one JSON Lines row, ending in a newline. */
 int xp_rows_schema(FILE *out);

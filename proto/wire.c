@@ -219,21 +219,20 @@ int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
 {
     if (iot_wire_check_body(body, err, errlen) < 0)
         return -1;
-    size_t raw_len = protobuf_c_message_get_packed_size(&body->base);
-    if (raw_len == 0)
+    size_t raw_len;
+    uint8_t *raw = iot_wire_body_pack_new(body, IOT_WIRE_MAX_RAW, &raw_len);
+    if (!raw && raw_len == 0)
         return iot_fail(err, errlen, "refusing to encode an empty batch");
-    if (raw_len > IOT_WIRE_MAX_RAW)
+    if (!raw && raw_len > IOT_WIRE_MAX_RAW)
         return iot_fail(err, errlen, "body of %zu bytes exceeds the limit of %u", raw_len,
                     IOT_WIRE_MAX_RAW);
-    uint8_t *raw = malloc(raw_len ? raw_len : 1);
     int bound = LZ4_compressBound((int)raw_len);
-    uint8_t *lz = malloc(bound > 0 ? (size_t)bound : 1);
+    uint8_t *lz = raw ? malloc(bound > 0 ? (size_t)bound : 1) : NULL;
     if (!raw || !lz) {
         free(raw);
         free(lz);
         return iot_fail(err, errlen, "out of memory encoding a batch");
     }
-    protobuf_c_message_pack(&body->base, raw);
     int lz_len = LZ4_compress_default((const char *)raw, (char *)lz, (int)raw_len, bound);
     free(raw);
     if (lz_len <= 0 && raw_len > 0) {

@@ -963,6 +963,115 @@ static void test_function_table(void **state)
     assert_null(iot_func_name(0));
 }
 
+/* ---- the body packer: protobuf-c's bytes, exactly ---------------------- */
+
+static uint64_t rnd_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+    rnd_state ^= rnd_state << 13; /* xorshift64: reproducible, no libc state */
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+/* Values of every size a varint can take, negative ones included. */
+static uint64_t rnd_value(void)
+{
+    switch (rnd() % 5) {
+    case 0: return 0;
+    case 1: return rnd() % 128;
+    case 2: return rnd() >> (rnd() % 64);
+    case 3: return (uint64_t) - (int64_t)(rnd() % 100000);
+    default: return rnd();
+    }
+}
+
+/* Fills every repeated column of a table with n random values. */
+static void *fill_columns(ProtobufCMessage *m, size_t n, void **arrays, size_t *n_arrays)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        size_t k = rnd() % 4 == 0 ? 0 : n; /* some columns empty */
+        size_t width = f->type == PROTOBUF_C_TYPE_UINT32 || f->type == PROTOBUF_C_TYPE_SINT32 ? 4 : 8;
+        void *v = calloc(k + 1, width);
+        assert_non_null(v);
+        for (size_t j = 0; j < k; j++) {
+            uint64_t x = rnd_value();
+            if (width == 4)
+                ((uint32_t *)v)[j] = (uint32_t)x;
+            else
+                ((uint64_t *)v)[j] = x;
+        }
+        *(size_t *)((char *)m + f->quantifier_offset) = k;
+        *(void **)((char *)m + f->offset) = v;
+        arrays[(*n_arrays)++] = v;
+    }
+    return m;
+}
+
+static void test_body_pack_matches_protobuf_c(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 400; round++) {
+        iot_body body = IOTRACE__BODY__INIT;
+        Iotrace__MpiioEvents mpiio = IOTRACE__MPIIO_EVENTS__INIT;
+        Iotrace__PosixEvents posix = IOTRACE__POSIX_EVENTS__INIT;
+        Iotrace__DiskEvents disk = IOTRACE__DISK_EVENTS__INIT;
+        Iotrace__FileName file = IOTRACE__FILE_NAME__INIT, *files[1] = {&file};
+        Iotrace__Drop drop = IOTRACE__DROP__INIT, *drops[1] = {&drop};
+        char *jobs[2] = {"", "job-7"};
+        void *arrays[64];
+        size_t n_arrays = 0;
+        size_t n = round < 10 ? (size_t)round : rnd() % 3000;
+        /* Each table absent, present and empty, or filled. */
+        if (rnd() % 3)
+            body.mpiio = fill_columns(&mpiio.base, rnd() % 3 ? n : 0, arrays, &n_arrays);
+        if (rnd() % 3)
+            body.posix = fill_columns(&posix.base, rnd() % 3 ? n : 0, arrays, &n_arrays);
+        if (rnd() % 3)
+            body.disk = fill_columns(&disk.base, rnd() % 3 ? n : 0, arrays, &n_arrays);
+        if (rnd() % 2) {
+            file.id = rnd();
+            file.path = "/data/out.dat";
+            body.n_files = 1;
+            body.files = files;
+        }
+        if (rnd() % 2) {
+            drop.count = rnd_value();
+            body.n_drops = 1;
+            body.drops = drops;
+        }
+        if (rnd() % 2) {
+            body.n_jobs = 2;
+            body.jobs = jobs;
+        }
+        body.made_through = rnd() % 2 ? rnd_value() : 0;
+
+        size_t want_len = protobuf_c_message_get_packed_size(&body.base);
+        uint8_t *want = malloc(want_len + 1), *got = malloc(want_len + 16);
+        assert_non_null(want);
+        assert_non_null(got);
+        protobuf_c_message_pack(&body.base, want);
+        assert_int_equal(iot_wire_body_size(&body), want_len);
+        assert_int_equal(iot_wire_body_pack(&body, got), want_len);
+        assert_memory_equal(got, want, want_len);
+        size_t len;
+        uint8_t *fresh = iot_wire_body_pack_new(&body, IOT_WIRE_MAX_RAW, &len);
+        assert_int_equal(len, want_len);
+        if (want_len)
+            assert_memory_equal(fresh, want, want_len);
+        else
+            assert_null(fresh);
+        free(fresh);
+        free(want);
+        free(got);
+        for (size_t i = 0; i < n_arrays; i++)
+            free(arrays[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -982,6 +1091,7 @@ int main(void)
         cmocka_unit_test(test_uncompressed_batch),
         cmocka_unit_test(test_function_table),
         cmocka_unit_test(test_stamp_sender),
+        cmocka_unit_test(test_body_pack_matches_protobuf_c),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,7 +42,12 @@ def main():
             r = subprocess.run([EXPORT, "--store", store, "--job", "lostjob", "--jsonl", "-"],
                                capture_output=True, text=True)
             events = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
-            if sum(1 for e in events if e["kind"] != "drop") >= stored_want:
+            # A reader that reads the store while the last batches land may
+            # see them in its event pass but not in its clock pass (which
+            # tells it a producer's last batch), and report the loss on the
+            # next read: wait for both.
+            if sum(1 for e in events if e["kind"] != "drop") >= stored_want and \
+                    sum(e["dropped"] for e in events if e["kind"] == "drop") >= lost:
                 break
             time.sleep(0.2)
         stored = sum(1 for e in events if e["kind"] != "drop")

@@ -26,7 +26,7 @@ if os.path.exists("/usr/bin/python3") and os.path.realpath(sys.executable) != os
     os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_gluster import Volume, run_mix, settled, start  # noqa: E402
+from test_gluster import Volume, run_mix, settled, start_deployment  # noqa: E402
 
 try:
     import jsonschema
@@ -143,7 +143,7 @@ def check_against_stats(df, stats, job):
 
 
 def main():
-    bins, dep = start(sys.argv[1:])
+    bins, dep = start_deployment(sys.argv[1:])
     try:
         vol = Volume(bins, dep, "distribute", 2)
         try:

@@ -281,7 +281,7 @@ def check_users(bins, dep, vol):
     print("ok: nobody's replaced registry found again: requests tagged")
 
 
-def start(argv, *needed):
+def start_deployment(argv, *needed):
     """The programs and a running collector and agent, with a registry name of
     the test's own, for a test on volumes; exit 77 without root or FUSE."""
     bins = parse_bins(argv)
@@ -297,7 +297,7 @@ def start(argv, *needed):
 
 
 def main():
-    bins, dep = start(sys.argv[1:], "fuse_ops")
+    bins, dep = start_deployment(sys.argv[1:], "fuse_ops")
     try:
         for kind, bricks in (("distribute", 2), ("replica", 2), ("disperse", 3)):
             vol = Volume(bins, dep, kind, bricks)

@@ -3,10 +3,12 @@
  * requests and their completion in the MPI_Wait and MPI_Test families, and
  * MPI_Init/MPI_Finalize.
  *
- * Queries iotrace makes of MPI itself go to the PMPI_ names, found at run
- * time, so that they are never recorded and the library needs no link-time
- * dependency on MPI (it is preloaded into non-MPI processes too). */
+ * Queries iotrace makes of MPI itself go to the next PMPI_ names, found at
+ * run time, so that they are never recorded (iotrace defines the PMPI_File_
+ * names too) and the library needs no link-time dependency on MPI (it is
+ * preloaded into non-MPI processes too). */
 #include <dlfcn.h>
+#include <elf.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,21 +34,24 @@ static struct {
     int resolved;
 } pmpi;
 
+/* RTLD_NEXT, not RTLD_DEFAULT: the first PMPI_File_get_byte_offset in the
+ * process may be iotrace's own, or that of a tool loaded before it, which
+ * would count iotrace's queries as the application's. */
+#define PMPI_NEXT(name) dlsym(RTLD_NEXT, name)
+
 static void resolve_pmpi(void)
 {
     if (pmpi.resolved)
         return;
-    pmpi.type_size_x = (int (*)(MPI_Datatype, MPI_Count *))dlsym(RTLD_DEFAULT, "PMPI_Type_size_x");
-    pmpi.get_byte_offset = (int (*)(MPI_File, MPI_Offset, MPI_Offset *))dlsym(
-        RTLD_DEFAULT, "PMPI_File_get_byte_offset");
-    pmpi.get_position =
-        (int (*)(MPI_File, MPI_Offset *))dlsym(RTLD_DEFAULT, "PMPI_File_get_position");
-    pmpi.get_elements_x = (int (*)(const MPI_Status *, MPI_Datatype, MPI_Count *))dlsym(
-        RTLD_DEFAULT, "PMPI_Get_elements_x");
-    pmpi.comm_rank = (int (*)(MPI_Comm, int *))dlsym(RTLD_DEFAULT, "PMPI_Comm_rank");
-    pmpi.bcast =
-        (int (*)(void *, int, MPI_Datatype, int, MPI_Comm))dlsym(RTLD_DEFAULT, "PMPI_Bcast");
-    pmpi.initialized = (int (*)(int *))dlsym(RTLD_DEFAULT, "PMPI_Initialized");
+    pmpi.type_size_x = (int (*)(MPI_Datatype, MPI_Count *))PMPI_NEXT("PMPI_Type_size_x");
+    pmpi.get_byte_offset =
+        (int (*)(MPI_File, MPI_Offset, MPI_Offset *))PMPI_NEXT("PMPI_File_get_byte_offset");
+    pmpi.get_position = (int (*)(MPI_File, MPI_Offset *))PMPI_NEXT("PMPI_File_get_position");
+    pmpi.get_elements_x = (int (*)(const MPI_Status *, MPI_Datatype, MPI_Count *))PMPI_NEXT(
+        "PMPI_Get_elements_x");
+    pmpi.comm_rank = (int (*)(MPI_Comm, int *))PMPI_NEXT("PMPI_Comm_rank");
+    pmpi.bcast = (int (*)(void *, int, MPI_Datatype, int, MPI_Comm))PMPI_NEXT("PMPI_Bcast");
+    pmpi.initialized = (int (*)(int *))PMPI_NEXT("PMPI_Initialized");
     pmpi.resolved = 1;
 }
 
@@ -55,6 +60,138 @@ void *iot_mpi_next(const char *name)
     if (!atomic_load_explicit(&iot_g.initialised, memory_order_acquire))
         iot_init();
     return iot_next_symbol(name);
+}
+
+/* ---- other tools ------------------------------------------------------------ */
+
+/* Who called one of our PMPI_File_ names, outside any traced call:
+ * - the MPI library itself (MPICH's MPI_Finalize calls
+ *   PMPI_File_set_errhandler): MPI's own business, passed through;
+ * - anything else is a profiling tool loaded before iotrace (Darshan),
+ *   forwarding the application's calls to the PMPI_ names.  Its object is
+ *   remembered, as what it asks MPI in its own wrappers
+ *   (MPI_File_get_byte_offset, get_position) is not the application's: the
+ *   query rows of the table are not recorded when called from there.
+ * See docs/client.md, "Next to other tools".  Objects are address spans,
+ * appended under a lock and read without one (an entry is written before
+ * the count or end that publishes it). */
+struct span {
+    uintptr_t lo, hi;
+};
+
+#define TOOLS_MAX 8
+static struct span tools[TOOLS_MAX];
+static _Atomic int tools_n;
+static struct span mpi_lib; /* hi published last; 0 until known */
+static pthread_mutex_t tools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static inline int in_span(const struct span *s, const void *addr)
+{
+    return (uintptr_t)addr - s->lo < s->hi - s->lo;
+}
+
+static inline int from_tool(const void *caller)
+{
+    int n = atomic_load_explicit(&tools_n, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (in_span(&tools[i], caller))
+            return 1;
+    return 0;
+}
+
+/* The span of the loaded segments of the object that holds addr, from its
+ * program headers (mapped with its first segment).  Not dl_iterate_phdr:
+ * common/link.h hides <link.h>. */
+static int object_span(const void *addr, uintptr_t *lo, uintptr_t *hi)
+{
+    Dl_info info;
+    if (!dladdr(addr, &info) || !info.dli_fbase)
+        return -1;
+    const Elf64_Ehdr *eh = info.dli_fbase;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64)
+        return -1;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)((const char *)eh + eh->e_phoff);
+    uintptr_t first = UINTPTR_MAX, end = 0;
+    for (int i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type != PT_LOAD)
+            continue;
+        if (ph[i].p_vaddr < first)
+            first = ph[i].p_vaddr;
+        if (ph[i].p_vaddr + ph[i].p_memsz > end)
+            end = ph[i].p_vaddr + ph[i].p_memsz;
+    }
+    if (!end)
+        return -1;
+    /* dli_fbase is where the first segment's page is mapped. */
+    uintptr_t bias = (uintptr_t)info.dli_fbase - (first & ~(uintptr_t)(getpagesize() - 1));
+    *lo = (uintptr_t)info.dli_fbase;
+    *hi = bias + end;
+    return (uintptr_t)addr >= *lo && (uintptr_t)addr < *hi ? 0 : -1;
+}
+
+/* The MPI library is the object of a PMPI_ function no tool has a reason to
+ * wrap: PMPI_Get_library_version (MPI 3), else PMPI_Initialized. */
+static void find_mpi_lib(void)
+{
+    void *f = dlsym(RTLD_NEXT, "PMPI_Get_library_version");
+    if (!f)
+        f = dlsym(RTLD_NEXT, "PMPI_Initialized");
+    struct span s;
+    if (f && object_span(f, &s.lo, &s.hi) == 0) {
+        mpi_lib.lo = s.lo;
+        __atomic_store_n(&mpi_lib.hi, s.hi, __ATOMIC_RELEASE);
+        iot_debug_log("MPI library at %#lx-%#lx", (unsigned long)s.lo, (unsigned long)s.hi);
+    }
+}
+
+/* Out of line: a caller neither a known tool nor in the MPI library (or
+ * that is not known yet).  Returns 1 for the MPI library. */
+static __attribute__((noinline, cold)) int classify_caller(const void *caller)
+{
+    int mpi = 0;
+    iot_t.internal++;
+    pthread_mutex_lock(&tools_lock);
+    if (!__atomic_load_n(&mpi_lib.hi, __ATOMIC_ACQUIRE))
+        find_mpi_lib();
+    struct span s;
+    int n = atomic_load_explicit(&tools_n, memory_order_relaxed);
+    if (in_span(&mpi_lib, caller))
+        mpi = 1;
+    else if (!from_tool(caller) && n < TOOLS_MAX && object_span(caller, &s.lo, &s.hi) == 0) {
+        tools[n] = s;
+        atomic_store_explicit(&tools_n, n + 1, memory_order_release);
+        iot_debug_log("another tool calls PMPI_File_ functions from %#lx-%#lx",
+                      (unsigned long)s.lo, (unsigned long)s.hi);
+    }
+    pthread_mutex_unlock(&tools_lock);
+    iot_t.internal--;
+    return mpi;
+}
+
+/* A PMPI_File_ name called outside any traced call: whether the MPI library
+ * made the call (then it is not the application's).  A tool's forwarded
+ * calls take the first test. */
+static inline int iot_mpi_from_mpi(const void *caller)
+{
+    if (IOT_LIKELY(from_tool(caller)))
+        return 0;
+    struct span m = {mpi_lib.lo, __atomic_load_n(&mpi_lib.hi, __ATOMIC_ACQUIRE)};
+    if (in_span(&m, caller))
+        return 1;
+    return classify_caller(caller);
+}
+
+/* Whether a query (get_size, get_byte_offset, ...) is not the application's:
+ * called through the PMPI_ name (by a tool or MPI), or from a tool's
+ * object.  Without a tool before iotrace the test is one load. */
+static inline int iot_mpi_tool_query(int via_pmpi, const void *caller)
+{
+    if (via_pmpi) {
+        iot_mpi_from_mpi(caller); /* to learn the tool */
+        return 1;
+    }
+    return IOT_UNLIKELY(atomic_load_explicit(&tools_n, memory_order_relaxed) != 0) &&
+           from_tool(caller);
 }
 
 /* ---- file handles ------------------------------------------------------- */
@@ -792,9 +929,12 @@ static void agree_on_job(void)
         iot_set_job(id);
 }
 
+/* Once however MPI_Init is reached: a tool loaded before iotrace calls
+ * PMPI_Init, one linked after it may call both names. */
 static void after_init(void)
 {
-    if (!iot_recording())
+    static atomic_flag done = ATOMIC_FLAG_INIT;
+    if (!iot_recording() || atomic_flag_test_and_set(&done))
         return;
     iot_t.internal++;
     resolve_pmpi();
@@ -804,29 +944,41 @@ static void after_init(void)
     iot_debug_log("rank %d of job %s", iot_g.rank, iot_g.job);
 }
 
-int MPI_Init(int *argc, char ***argv)
-{
-    NEXT(MPI_Init);
-    int ret = next_MPI_Init(argc, argv);
-    if (ret == MPI_SUCCESS)
-        after_init();
-    return ret;
-}
+/* Both names of each: a tool loaded before iotrace forwards MPI_Init and
+ * MPI_Finalize to the PMPI_ names, and iotrace must still see them. */
+#define INIT_WRAPPER(name)                                                      \
+    int name(int *argc, char ***argv)                                           \
+    {                                                                           \
+        NEXT(name);                                                             \
+        int ret = next_##name(argc, argv);                                      \
+        if (ret == MPI_SUCCESS)                                                 \
+            after_init();                                                       \
+        return ret;                                                             \
+    }
 
-int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
-{
-    NEXT(MPI_Init_thread);
-    int ret = next_MPI_Init_thread(argc, argv, required, provided);
-    if (ret == MPI_SUCCESS)
-        after_init();
-    return ret;
-}
+#define INIT_THREAD_WRAPPER(name)                                               \
+    int name(int *argc, char ***argv, int required, int *provided)              \
+    {                                                                           \
+        NEXT(name);                                                             \
+        int ret = next_##name(argc, argv, required, provided);                  \
+        if (ret == MPI_SUCCESS)                                                 \
+            after_init();                                                       \
+        return ret;                                                             \
+    }
 
-int MPI_Finalize(void)
-{
-    NEXT(MPI_Finalize);
-    int ret = next_MPI_Finalize();
-    if (atomic_load(&iot_g.active))
-        iot_sender_flush(2000);
-    return ret;
-}
+#define FINALIZE_WRAPPER(name)                                                  \
+    int name(void)                                                              \
+    {                                                                           \
+        NEXT(name);                                                             \
+        int ret = next_##name();                                                \
+        if (atomic_load(&iot_g.active))                                         \
+            iot_sender_flush(2000);                                             \
+        return ret;                                                             \
+    }
+
+INIT_WRAPPER(MPI_Init)
+INIT_WRAPPER(PMPI_Init)
+INIT_THREAD_WRAPPER(MPI_Init_thread)
+INIT_THREAD_WRAPPER(PMPI_Init_thread)
+FINALIZE_WRAPPER(MPI_Finalize)
+FINALIZE_WRAPPER(PMPI_Finalize)

@@ -64,39 +64,35 @@ void *iot_mpi_next(const char *name)
 
 /* ---- other tools ------------------------------------------------------------ */
 
-/* Who called one of our PMPI_File_ names, outside any traced call:
+/* Who calls a wrapper, by the object its return address lies in:
  * - the MPI library itself (MPICH's MPI_Finalize calls
- *   PMPI_File_set_errhandler): MPI's own business, passed through;
- * - anything else is a profiling tool loaded before iotrace (Darshan),
- *   forwarding the application's calls to the PMPI_ names.  Its object is
- *   remembered, as what it asks MPI in its own wrappers
- *   (MPI_File_get_byte_offset, get_position) is not the application's: the
- *   query rows of the table are not recorded when called from there.
- * See docs/client.md, "Next to other tools".  Objects are address spans,
- * appended under a lock and read without one (an entry is written before
- * the count or end that publishes it). */
+ *   PMPI_File_set_errhandler, ROMIO PMPI_Waitall): through a PMPI_ name,
+ *   MPI's own business, passed through;
+ * - another tool: an object that defines MPI_File_open itself (Darshan).
+ *   What it asks MPI in its own wrappers (MPI_File_get_byte_offset,
+ *   get_position) is not the application's: the query rows of the table are
+ *   not recorded when called from there;
+ * - the application (and any library of its, HDF5, MPI's Fortran binding).
+ * Not by what calls what: a tool's wrapper that ends in a tail call to
+ * PMPI_ leaves its caller's return address.  See docs/client.md, "Next to
+ * other tools".  The objects met so far are kept as address spans, appended
+ * under a lock and read without one (an entry is written before the count
+ * that publishes it). */
+enum caller_kind { CALLER_APP, CALLER_TOOL, CALLER_MPI };
+
 struct span {
     uintptr_t lo, hi;
+    enum caller_kind kind;
 };
 
-#define TOOLS_MAX 8
-static struct span tools[TOOLS_MAX];
-static _Atomic int tools_n;
-static struct span mpi_lib; /* hi published last; 0 until known */
-static pthread_mutex_t tools_lock = PTHREAD_MUTEX_INITIALIZER;
+#define SPANS_MAX 32
+static struct span spans[SPANS_MAX];
+static _Atomic int spans_n;
+static pthread_mutex_t spans_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static inline int in_span(const struct span *s, const void *addr)
 {
     return (uintptr_t)addr - s->lo < s->hi - s->lo;
-}
-
-static inline int from_tool(const void *caller)
-{
-    int n = atomic_load_explicit(&tools_n, memory_order_acquire);
-    for (int i = 0; i < n; i++)
-        if (in_span(&tools[i], caller))
-            return 1;
-    return 0;
 }
 
 /* The span of the loaded segments of the object that holds addr, from its
@@ -129,69 +125,88 @@ static int object_span(const void *addr, uintptr_t *lo, uintptr_t *hi)
     return (uintptr_t)addr >= *lo && (uintptr_t)addr < *hi ? 0 : -1;
 }
 
+static void *object_base(const void *addr)
+{
+    Dl_info info;
+    return dladdr(addr, &info) ? info.dli_fbase : NULL;
+}
+
+/* Whether the object based at `base`, of file `name`, defines `sym` itself. */
+static int defines(void *base, const char *name, const char *sym)
+{
+    void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+    void *p = dlsym(h ? h : RTLD_DEFAULT, sym);
+    if (h)
+        dlclose(h);
+    return p && object_base(p) == base;
+}
+
 /* The MPI library is the object of a PMPI_ function no tool has a reason to
  * wrap: PMPI_Get_library_version (MPI 3), else PMPI_Initialized. */
-static void find_mpi_lib(void)
+static void *mpi_library_base(void)
 {
     void *f = dlsym(RTLD_NEXT, "PMPI_Get_library_version");
     if (!f)
         f = dlsym(RTLD_NEXT, "PMPI_Initialized");
-    struct span s;
-    if (f && object_span(f, &s.lo, &s.hi) == 0) {
-        mpi_lib.lo = s.lo;
-        __atomic_store_n(&mpi_lib.hi, s.hi, __ATOMIC_RELEASE);
-        iot_debug_log("MPI library at %#lx-%#lx", (unsigned long)s.lo, (unsigned long)s.hi);
-    }
+    return f ? object_base(f) : NULL;
 }
 
-/* Out of line: a caller neither a known tool nor in the MPI library (or
- * that is not known yet).  Returns 1 for the MPI library. */
-static __attribute__((noinline, cold)) int classify_caller(const void *caller)
+static __attribute__((noinline, cold)) enum caller_kind classify_caller(const void *caller)
 {
-    int mpi = 0;
+    enum caller_kind kind = CALLER_APP;
     iot_t.internal++;
-    pthread_mutex_lock(&tools_lock);
-    if (!__atomic_load_n(&mpi_lib.hi, __ATOMIC_ACQUIRE))
-        find_mpi_lib();
+    pthread_mutex_lock(&spans_lock);
+    int n = atomic_load_explicit(&spans_n, memory_order_relaxed);
+    Dl_info info;
     struct span s;
-    int n = atomic_load_explicit(&tools_n, memory_order_relaxed);
-    if (in_span(&mpi_lib, caller))
-        mpi = 1;
-    else if (!from_tool(caller) && n < TOOLS_MAX && object_span(caller, &s.lo, &s.hi) == 0) {
-        tools[n] = s;
-        atomic_store_explicit(&tools_n, n + 1, memory_order_release);
-        iot_debug_log("another tool calls PMPI_File_ functions from %#lx-%#lx",
-                      (unsigned long)s.lo, (unsigned long)s.hi);
+    for (int i = 0; i < n; i++)
+        if (in_span(&spans[i], caller)) {
+            kind = spans[i].kind;
+            goto out;
+        }
+    if (object_span(caller, &s.lo, &s.hi) != 0 || !dladdr(caller, &info))
+        goto out; /* not an object's code: taken as the application's, again next time */
+    if (info.dli_fbase == mpi_library_base())
+        kind = CALLER_MPI;
+    else if (info.dli_fbase != object_base((const void *)classify_caller) &&
+             defines(info.dli_fbase, info.dli_fname, "MPI_File_open"))
+        kind = CALLER_TOOL;
+    if (n < SPANS_MAX) {
+        s.kind = kind;
+        spans[n] = s;
+        atomic_store_explicit(&spans_n, n + 1, memory_order_release);
     }
-    pthread_mutex_unlock(&tools_lock);
+    iot_debug_log("calls from %s (%#lx-%#lx): %s", info.dli_fname ? info.dli_fname : "?",
+                  (unsigned long)s.lo, (unsigned long)s.hi,
+                  kind == CALLER_MPI ? "MPI" : kind == CALLER_TOOL ? "another tool" : "application");
+out:
+    pthread_mutex_unlock(&spans_lock);
     iot_t.internal--;
-    return mpi;
+    return kind;
 }
 
-/* A PMPI_File_ name called outside any traced call: whether the MPI library
- * made the call (then it is not the application's).  A tool's forwarded
- * calls take the first test. */
-static inline int iot_mpi_from_mpi(const void *caller)
+static inline enum caller_kind caller_kind(const void *caller)
 {
-    if (IOT_LIKELY(from_tool(caller)))
-        return 0;
-    struct span m = {mpi_lib.lo, __atomic_load_n(&mpi_lib.hi, __ATOMIC_ACQUIRE)};
-    if (in_span(&m, caller))
-        return 1;
+    int n = atomic_load_explicit(&spans_n, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (in_span(&spans[i], caller))
+            return spans[i].kind;
     return classify_caller(caller);
 }
 
-/* Whether a query (get_size, get_byte_offset, ...) is not the application's:
- * called through the PMPI_ name (by a tool or MPI), or from a tool's
- * object.  Without a tool before iotrace the test is one load. */
+/* A PMPI_ name called outside any traced call: whether the MPI library made
+ * the call (then it is not the application's). */
+static inline int iot_mpi_from_mpi(const void *caller)
+{
+    return caller_kind(caller) == CALLER_MPI;
+}
+
+/* Whether a query (get_size, get_byte_offset, ...) outside any traced call
+ * is not the application's: called through the PMPI_ name (by a tool or
+ * MPI), or from another tool's code. */
 static inline int iot_mpi_tool_query(int via_pmpi, const void *caller)
 {
-    if (via_pmpi) {
-        iot_mpi_from_mpi(caller); /* to learn the tool */
-        return 1;
-    }
-    return IOT_UNLIKELY(atomic_load_explicit(&tools_n, memory_order_relaxed) != 0) &&
-           from_tool(caller);
+    return via_pmpi || caller_kind(caller) == CALLER_TOOL;
 }
 
 /* ---- file handles ------------------------------------------------------- */
@@ -715,40 +730,68 @@ static uint64_t completion_end(struct completion *cp)
     if (IOT_UNLIKELY(!next_##name))                                             \
         return MPI_ERR_INTERN
 
-int MPI_Wait(MPI_Request *request, MPI_Status *status)
+/* A tool loaded before iotrace that wraps MPI_Wait forwards to PMPI_Wait.
+ * Through the PMPI_ names pass straight on: calls while nothing can be
+ * completed, nested calls (a tool after iotrace, ROMIO inside a traced call)
+ * and the MPI library's own (ROMIO calls PMPI_Waitall and PMPI_Test). */
+static inline int pmpi_completion_passes(const void *caller)
 {
-    NEXT(MPI_Wait);
+    return atomic_load_explicit(&req_count, memory_order_relaxed) == 0 || iot_t.mpi_depth ||
+           !iot_recording() || iot_mpi_from_mpi(caller);
+}
+
+#define COMPLETION_ENTRIES(name, body, params, args)                            \
+    int name params                                                             \
+    {                                                                           \
+        NEXT(name);                                                             \
+        return body##_body(next_##name, IOT_UNPAREN args);                      \
+    }                                                                           \
+    int P##name params                                                          \
+    {                                                                           \
+        NEXT(P##name);                                                          \
+        if (pmpi_completion_passes(__builtin_return_address(0)))                \
+            return next_P##name args;                                           \
+        return body##_body(next_P##name, IOT_UNPAREN args);                     \
+    }
+
+#define IOT_UNPAREN(...) __VA_ARGS__
+
+static inline __attribute__((always_inline)) int wait_body(__typeof__(&MPI_Wait) next, MPI_Request *request, MPI_Status *status)
+{
     struct completion cp;
     completion_begin(&cp, IOT_F_MPIIO_MPI_Wait, 1, request);
     if (!cp.active)
-        return next_MPI_Wait(request, status);
+        return next(request, status);
     MPI_Request saved = *request;
     MPI_Status local;
     if (status == MPI_STATUS_IGNORE)
         status = &local;
-    int ret = next_MPI_Wait(request, status);
+    int ret = next(request, status);
     uint64_t t1 = completion_end(&cp);
     completion_record(&cp, IOT_F_MPIIO_MPI_Wait, saved, ret, status, t1);
     return ret;
 }
 
-int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+COMPLETION_ENTRIES(MPI_Wait, wait, (MPI_Request *request, MPI_Status *status), (request, status))
+
+static inline __attribute__((always_inline)) int test_body(__typeof__(&MPI_Test) next, MPI_Request *request, int *flag, MPI_Status *status)
 {
-    NEXT(MPI_Test);
     struct completion cp;
     completion_begin(&cp, IOT_F_MPIIO_MPI_Test, 1, request);
     if (!cp.active)
-        return next_MPI_Test(request, flag, status);
+        return next(request, flag, status);
     MPI_Request saved = *request;
     MPI_Status local;
     if (status == MPI_STATUS_IGNORE)
         status = &local;
-    int ret = next_MPI_Test(request, flag, status);
+    int ret = next(request, flag, status);
     uint64_t t1 = completion_end(&cp);
     if (*flag)
         completion_record(&cp, IOT_F_MPIIO_MPI_Test, saved, ret, status, t1);
     return ret;
 }
+
+COMPLETION_ENTRIES(MPI_Test, test, (MPI_Request *request, int *flag, MPI_Status *status), (request, flag, status))
 
 /* Array forms keep copies of the requests (completed ones become
  * MPI_REQUEST_NULL) and supply statuses when the caller ignores them. */
@@ -785,18 +828,17 @@ static void free_requests(struct req_copy *rc)
         free(rc->st);
 }
 
-int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
+static inline __attribute__((always_inline)) int waitall_body(__typeof__(&MPI_Waitall) next, int count, MPI_Request reqs[], MPI_Status statuses[])
 {
-    NEXT(MPI_Waitall);
     struct completion cp;
     struct req_copy rc;
     completion_begin(&cp, IOT_F_MPIIO_MPI_Waitall, count, reqs);
     if (!cp.active || copy_requests(&rc, count, reqs, &statuses) != 0) {
         if (cp.active)
             completion_end(&cp);
-        return next_MPI_Waitall(count, reqs, statuses);
+        return next(count, reqs, statuses);
     }
-    int ret = next_MPI_Waitall(count, reqs, statuses);
+    int ret = next(count, reqs, statuses);
     uint64_t t1 = completion_end(&cp);
     for (int i = 0; i < count; i++)
         completion_record(&cp, IOT_F_MPIIO_MPI_Waitall, rc.reqs[i], ret, &statuses[i], t1);
@@ -804,18 +846,19 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
     return ret;
 }
 
-int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+COMPLETION_ENTRIES(MPI_Waitall, waitall, (int count, MPI_Request reqs[], MPI_Status statuses[]), (count, reqs, statuses))
+
+static inline __attribute__((always_inline)) int testall_body(__typeof__(&MPI_Testall) next, int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
-    NEXT(MPI_Testall);
     struct completion cp;
     struct req_copy rc;
     completion_begin(&cp, IOT_F_MPIIO_MPI_Testall, count, reqs);
     if (!cp.active || copy_requests(&rc, count, reqs, &statuses) != 0) {
         if (cp.active)
             completion_end(&cp);
-        return next_MPI_Testall(count, reqs, flag, statuses);
+        return next(count, reqs, flag, statuses);
     }
-    int ret = next_MPI_Testall(count, reqs, flag, statuses);
+    int ret = next(count, reqs, flag, statuses);
     uint64_t t1 = completion_end(&cp);
     for (int i = 0; *flag && i < count; i++)
         completion_record(&cp, IOT_F_MPIIO_MPI_Testall, rc.reqs[i], ret, &statuses[i], t1);
@@ -823,9 +866,10 @@ int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
     return ret;
 }
 
-int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
+COMPLETION_ENTRIES(MPI_Testall, testall, (int count, MPI_Request reqs[], int *flag, MPI_Status statuses[]), (count, reqs, flag, statuses))
+
+static inline __attribute__((always_inline)) int waitany_body(__typeof__(&MPI_Waitany) next, int count, MPI_Request reqs[], int *index, MPI_Status *status)
 {
-    NEXT(MPI_Waitany);
     struct completion cp;
     struct req_copy rc;
     MPI_Status *unused = MPI_STATUSES_IGNORE;
@@ -833,12 +877,12 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
     if (!cp.active || copy_requests(&rc, count, reqs, &unused) != 0) {
         if (cp.active)
             completion_end(&cp);
-        return next_MPI_Waitany(count, reqs, index, status);
+        return next(count, reqs, index, status);
     }
     MPI_Status local;
     if (status == MPI_STATUS_IGNORE)
         status = &local;
-    int ret = next_MPI_Waitany(count, reqs, index, status);
+    int ret = next(count, reqs, index, status);
     uint64_t t1 = completion_end(&cp);
     if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
         completion_record(&cp, IOT_F_MPIIO_MPI_Waitany, rc.reqs[*index], ret, status, t1);
@@ -846,9 +890,10 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
     return ret;
 }
 
-int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+COMPLETION_ENTRIES(MPI_Waitany, waitany, (int count, MPI_Request reqs[], int *index, MPI_Status *status), (count, reqs, index, status))
+
+static inline __attribute__((always_inline)) int testany_body(__typeof__(&MPI_Testany) next, int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
 {
-    NEXT(MPI_Testany);
     struct completion cp;
     struct req_copy rc;
     MPI_Status *unused = MPI_STATUSES_IGNORE;
@@ -856,18 +901,20 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
     if (!cp.active || copy_requests(&rc, count, reqs, &unused) != 0) {
         if (cp.active)
             completion_end(&cp);
-        return next_MPI_Testany(count, reqs, index, flag, status);
+        return next(count, reqs, index, flag, status);
     }
     MPI_Status local;
     if (status == MPI_STATUS_IGNORE)
         status = &local;
-    int ret = next_MPI_Testany(count, reqs, index, flag, status);
+    int ret = next(count, reqs, index, flag, status);
     uint64_t t1 = completion_end(&cp);
     if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count)
         completion_record(&cp, IOT_F_MPIIO_MPI_Testany, rc.reqs[*index], ret, status, t1);
     free_requests(&rc);
     return ret;
 }
+
+COMPLETION_ENTRIES(MPI_Testany, testany, (int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status), (count, reqs, index, flag, status))
 
 static int some_common(unsigned func, int incount, MPI_Request reqs[], int *outcount,
                        int indices[], MPI_Status statuses[],
@@ -890,21 +937,27 @@ static int some_common(unsigned func, int incount, MPI_Request reqs[], int *outc
     return ret;
 }
 
-int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
-                 MPI_Status statuses[])
+static inline __attribute__((always_inline)) int waitsome_body(__typeof__(&MPI_Waitsome) next, int incount,
+    MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
 {
-    NEXT(MPI_Waitsome);
-    return some_common(IOT_F_MPIIO_MPI_Waitsome, incount, reqs, outcount, indices, statuses,
-                       next_MPI_Waitsome);
+    return some_common(IOT_F_MPIIO_MPI_Waitsome, incount, reqs, outcount, indices, statuses, next);
 }
 
-int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
-                 MPI_Status statuses[])
+COMPLETION_ENTRIES(MPI_Waitsome, waitsome,
+                   (int incount, MPI_Request reqs[], int *outcount, int indices[],
+                    MPI_Status statuses[]),
+                   (incount, reqs, outcount, indices, statuses))
+
+static inline __attribute__((always_inline)) int testsome_body(__typeof__(&MPI_Testsome) next, int incount,
+    MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
 {
-    NEXT(MPI_Testsome);
-    return some_common(IOT_F_MPIIO_MPI_Testsome, incount, reqs, outcount, indices, statuses,
-                       next_MPI_Testsome);
+    return some_common(IOT_F_MPIIO_MPI_Testsome, incount, reqs, outcount, indices, statuses, next);
 }
+
+COMPLETION_ENTRIES(MPI_Testsome, testsome,
+                   (int incount, MPI_Request reqs[], int *outcount, int indices[],
+                    MPI_Status statuses[]),
+                   (incount, reqs, outcount, indices, statuses))
 
 /* ---- MPI_Init / MPI_Finalize ----------------------------------------------- */
 

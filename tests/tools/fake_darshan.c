@@ -10,6 +10,9 @@
  *   PMPI_Type_size, MPI_File_get_position before an access through the
  *   individual file pointer, and after every access MPI_File_get_byte_offset
  *   (by its MPI_ name, as Darshan 3.4 does) and PMPI_File_get_position.
+ * - Like mpiP or Recorder (not Darshan), it wraps MPI_Wait, MPI_Waitall and
+ *   MPI_Waitany too, forwarding to PMPI_ (no PMPI_ aliases for these: ROMIO
+ *   calls PMPI_Waitall itself).
  * - It wraps POSIX open, close, read, write, pread, pwrite (and their 64
  *   names) with dlsym(RTLD_NEXT) too, and counts those on files whose path
  *   contains $FAKE_TOOL_MATCH, made on the process's main thread.
@@ -51,7 +54,10 @@
     X(MPI_File_iwrite_at_all)                                                                      \
     X(MPI_File_iread_all)                                                                          \
     X(MPI_File_write_at_all_begin)                                                                 \
-    X(MPI_File_read_all_begin)
+    X(MPI_File_read_all_begin)                                                                     \
+    X(MPI_Wait)                                                                                    \
+    X(MPI_Waitall)                                                                                 \
+    X(MPI_Waitany)
 
 #define POSIX(X) X(open) X(open64) X(close) X(read) X(write) X(pread) X(pread64) X(pwrite) X(pwrite64)
 
@@ -213,6 +219,22 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     LEAVE(MPI_File_set_view);
 }
 ALIAS(MPI_File_set_view, (MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, const char *, MPI_Info))
+
+/* Completion: no guard needed, nothing of ours runs inside. */
+#define COMPLETION(name, params, args)                                                             \
+    int name params                                                                                \
+    {                                                                                              \
+        static __typeof__(&P##name) next;                                                         \
+        if (!next)                                                                                 \
+            next = (__typeof__(&P##name))next_of("P" #name);                                       \
+        if (!depth)                                                                                \
+            seen[F_##name]++;                                                                      \
+        return next args;                                                                          \
+    }
+
+COMPLETION(MPI_Wait, (MPI_Request * r, MPI_Status *st), (r, st))
+COMPLETION(MPI_Waitall, (int n, MPI_Request r[], MPI_Status st[]), (n, r, st))
+COMPLETION(MPI_Waitany, (int n, MPI_Request r[], int *i, MPI_Status *st), (n, r, i, st))
 
 static void report(void)
 {

@@ -124,7 +124,8 @@ with open(out, "w") as f:
         f.write(f"typedef {ret} (*iot_fn_{name})({params});\n")
         f.write(f"static iot_fn_{name} next_{name}, next_{pname};\n\n")
         f.write(f"static inline __attribute__((always_inline)) {ret}\n"
-                f"body_{name}(iot_fn_{name} next, int via_pmpi, const void *caller, {params})\n{{\n")
+                f"body_{name}(iot_fn_{name} next, int via_pmpi, const void *caller, "
+                f"{params})\n{{\n")
         f.write("    int on = iot_mpi_tracing();\n")
         if kind in QUERY_KINDS:
             f.write("    if (!on || iot_mpi_tool_query(via_pmpi, caller))\n")

@@ -178,7 +178,9 @@ static __attribute__((noinline, cold)) enum caller_kind classify_caller(const vo
     }
     iot_debug_log("calls from %s (%#lx-%#lx): %s", info.dli_fname ? info.dli_fname : "?",
                   (unsigned long)s.lo, (unsigned long)s.hi,
-                  kind == CALLER_MPI ? "MPI" : kind == CALLER_TOOL ? "another tool" : "application");
+                  kind == CALLER_MPI    ? "MPI"
+                  : kind == CALLER_TOOL ? "another tool"
+                                        : "application");
 out:
     pthread_mutex_unlock(&spans_lock);
     iot_t.internal--;
@@ -756,7 +758,7 @@ static inline int pmpi_completion_passes(const void *caller)
 
 #define IOT_UNPAREN(...) __VA_ARGS__
 
-static inline __attribute__((always_inline)) int wait_body(__typeof__(&MPI_Wait) next, MPI_Request *request, MPI_Status *status)
+IOT_HOT int wait_body(__typeof__(&MPI_Wait) next, MPI_Request *request, MPI_Status *status)
 {
     struct completion cp;
     completion_begin(&cp, IOT_F_MPIIO_MPI_Wait, 1, request);
@@ -774,7 +776,8 @@ static inline __attribute__((always_inline)) int wait_body(__typeof__(&MPI_Wait)
 
 COMPLETION_ENTRIES(MPI_Wait, wait, (MPI_Request *request, MPI_Status *status), (request, status))
 
-static inline __attribute__((always_inline)) int test_body(__typeof__(&MPI_Test) next, MPI_Request *request, int *flag, MPI_Status *status)
+IOT_HOT int test_body(__typeof__(&MPI_Test) next, MPI_Request *request, int *flag,
+                      MPI_Status *status)
 {
     struct completion cp;
     completion_begin(&cp, IOT_F_MPIIO_MPI_Test, 1, request);
@@ -791,7 +794,9 @@ static inline __attribute__((always_inline)) int test_body(__typeof__(&MPI_Test)
     return ret;
 }
 
-COMPLETION_ENTRIES(MPI_Test, test, (MPI_Request *request, int *flag, MPI_Status *status), (request, flag, status))
+COMPLETION_ENTRIES(MPI_Test, test,
+                   (MPI_Request *request, int *flag, MPI_Status *status),
+                   (request, flag, status))
 
 /* Array forms keep copies of the requests (completed ones become
  * MPI_REQUEST_NULL) and supply statuses when the caller ignores them. */
@@ -828,7 +833,8 @@ static void free_requests(struct req_copy *rc)
         free(rc->st);
 }
 
-static inline __attribute__((always_inline)) int waitall_body(__typeof__(&MPI_Waitall) next, int count, MPI_Request reqs[], MPI_Status statuses[])
+IOT_HOT int waitall_body(__typeof__(&MPI_Waitall) next, int count, MPI_Request reqs[],
+                         MPI_Status statuses[])
 {
     struct completion cp;
     struct req_copy rc;
@@ -846,9 +852,12 @@ static inline __attribute__((always_inline)) int waitall_body(__typeof__(&MPI_Wa
     return ret;
 }
 
-COMPLETION_ENTRIES(MPI_Waitall, waitall, (int count, MPI_Request reqs[], MPI_Status statuses[]), (count, reqs, statuses))
+COMPLETION_ENTRIES(MPI_Waitall, waitall,
+                   (int count, MPI_Request reqs[], MPI_Status statuses[]),
+                   (count, reqs, statuses))
 
-static inline __attribute__((always_inline)) int testall_body(__typeof__(&MPI_Testall) next, int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+IOT_HOT int testall_body(__typeof__(&MPI_Testall) next, int count, MPI_Request reqs[], int *flag,
+                         MPI_Status statuses[])
 {
     struct completion cp;
     struct req_copy rc;
@@ -866,9 +875,12 @@ static inline __attribute__((always_inline)) int testall_body(__typeof__(&MPI_Te
     return ret;
 }
 
-COMPLETION_ENTRIES(MPI_Testall, testall, (int count, MPI_Request reqs[], int *flag, MPI_Status statuses[]), (count, reqs, flag, statuses))
+COMPLETION_ENTRIES(MPI_Testall, testall,
+                   (int count, MPI_Request reqs[], int *flag, MPI_Status statuses[]),
+                   (count, reqs, flag, statuses))
 
-static inline __attribute__((always_inline)) int waitany_body(__typeof__(&MPI_Waitany) next, int count, MPI_Request reqs[], int *index, MPI_Status *status)
+IOT_HOT int waitany_body(__typeof__(&MPI_Waitany) next, int count, MPI_Request reqs[], int *index,
+                         MPI_Status *status)
 {
     struct completion cp;
     struct req_copy rc;
@@ -890,9 +902,12 @@ static inline __attribute__((always_inline)) int waitany_body(__typeof__(&MPI_Wa
     return ret;
 }
 
-COMPLETION_ENTRIES(MPI_Waitany, waitany, (int count, MPI_Request reqs[], int *index, MPI_Status *status), (count, reqs, index, status))
+COMPLETION_ENTRIES(MPI_Waitany, waitany,
+                   (int count, MPI_Request reqs[], int *index, MPI_Status *status),
+                   (count, reqs, index, status))
 
-static inline __attribute__((always_inline)) int testany_body(__typeof__(&MPI_Testany) next, int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+IOT_HOT int testany_body(__typeof__(&MPI_Testany) next, int count, MPI_Request reqs[], int *index,
+                         int *flag, MPI_Status *status)
 {
     struct completion cp;
     struct req_copy rc;
@@ -914,7 +929,9 @@ static inline __attribute__((always_inline)) int testany_body(__typeof__(&MPI_Te
     return ret;
 }
 
-COMPLETION_ENTRIES(MPI_Testany, testany, (int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status), (count, reqs, index, flag, status))
+COMPLETION_ENTRIES(MPI_Testany, testany,
+                   (int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status),
+                   (count, reqs, index, flag, status))
 
 static int some_common(unsigned func, int incount, MPI_Request reqs[], int *outcount,
                        int indices[], MPI_Status statuses[],
@@ -937,27 +954,20 @@ static int some_common(unsigned func, int incount, MPI_Request reqs[], int *outc
     return ret;
 }
 
-static inline __attribute__((always_inline)) int waitsome_body(__typeof__(&MPI_Waitsome) next, int incount,
-    MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
-{
-    return some_common(IOT_F_MPIIO_MPI_Waitsome, incount, reqs, outcount, indices, statuses, next);
-}
+#define SOME_ENTRIES(name, body)                                                \
+    IOT_HOT int body##_body(__typeof__(&name) next, int incount, MPI_Request reqs[], \
+                            int *outcount, int indices[], MPI_Status statuses[])    \
+    {                                                                           \
+        return some_common(IOT_F_MPIIO_##name, incount, reqs, outcount, indices,  \
+                           statuses, next);                                     \
+    }                                                                           \
+    COMPLETION_ENTRIES(name, body,                                              \
+                       (int incount, MPI_Request reqs[], int *outcount, int indices[], \
+                        MPI_Status statuses[]),                                 \
+                       (incount, reqs, outcount, indices, statuses))
 
-COMPLETION_ENTRIES(MPI_Waitsome, waitsome,
-                   (int incount, MPI_Request reqs[], int *outcount, int indices[],
-                    MPI_Status statuses[]),
-                   (incount, reqs, outcount, indices, statuses))
-
-static inline __attribute__((always_inline)) int testsome_body(__typeof__(&MPI_Testsome) next, int incount,
-    MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
-{
-    return some_common(IOT_F_MPIIO_MPI_Testsome, incount, reqs, outcount, indices, statuses, next);
-}
-
-COMPLETION_ENTRIES(MPI_Testsome, testsome,
-                   (int incount, MPI_Request reqs[], int *outcount, int indices[],
-                    MPI_Status statuses[]),
-                   (incount, reqs, outcount, indices, statuses))
+SOME_ENTRIES(MPI_Waitsome, waitsome)
+SOME_ENTRIES(MPI_Testsome, testsome)
 
 /* ---- MPI_Init / MPI_Finalize ----------------------------------------------- */
 

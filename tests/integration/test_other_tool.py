@@ -98,7 +98,8 @@ def same(name, what, got, want):
     for rank in range(NPROCS):
         g, w = got.get(rank, collections.Counter()), want.get(rank, collections.Counter())
         if g != w:
-            diff = {f: (g.get(f, 0), w.get(f, 0)) for f in set(g) | set(w) if g.get(f, 0) != w.get(f, 0)}
+            diff = {f: (g.get(f, 0), w.get(f, 0)) for f in set(g) | set(w)
+                    if g.get(f, 0) != w.get(f, 0)}
             fail(f"{name}: rank {rank} {what} (got, alone) differ: {diff}")
 
 

@@ -59,7 +59,8 @@
     X(MPI_Waitall)                                                                                 \
     X(MPI_Waitany)
 
-#define POSIX(X) X(open) X(open64) X(close) X(read) X(write) X(pread) X(pread64) X(pwrite) X(pwrite64)
+#define POSIX(X)                                                                                   \
+    X(open) X(open64) X(close) X(read) X(write) X(pread) X(pread64) X(pwrite) X(pwrite64)
 
 #define ENUM(name) F_##name,
 #define PENUM(name) P_##name,

@@ -3,10 +3,12 @@
  * requests and their completion in the MPI_Wait and MPI_Test families, and
  * MPI_Init/MPI_Finalize.
  *
- * Queries iotrace makes of MPI itself go to the PMPI_ names, found at run
- * time, so that they are never recorded and the library needs no link-time
- * dependency on MPI (it is preloaded into non-MPI processes too). */
+ * Queries iotrace makes of MPI itself go to the next PMPI_ names, found at
+ * run time, so that they are never recorded (iotrace defines the PMPI_File_
+ * names too) and the library needs no link-time dependency on MPI (it is
+ * preloaded into non-MPI processes too). */
 #include <dlfcn.h>
+#include <elf.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,21 +34,24 @@ static struct {
     int resolved;
 } pmpi;
 
+/* RTLD_NEXT, not RTLD_DEFAULT: the first PMPI_File_get_byte_offset in the
+ * process may be iotrace's own, or that of a tool loaded before it, which
+ * would count iotrace's queries as the application's. */
+#define PMPI_NEXT(name) dlsym(RTLD_NEXT, name)
+
 static void resolve_pmpi(void)
 {
     if (pmpi.resolved)
         return;
-    pmpi.type_size_x = (int (*)(MPI_Datatype, MPI_Count *))dlsym(RTLD_DEFAULT, "PMPI_Type_size_x");
-    pmpi.get_byte_offset = (int (*)(MPI_File, MPI_Offset, MPI_Offset *))dlsym(
-        RTLD_DEFAULT, "PMPI_File_get_byte_offset");
-    pmpi.get_position =
-        (int (*)(MPI_File, MPI_Offset *))dlsym(RTLD_DEFAULT, "PMPI_File_get_position");
-    pmpi.get_elements_x = (int (*)(const MPI_Status *, MPI_Datatype, MPI_Count *))dlsym(
-        RTLD_DEFAULT, "PMPI_Get_elements_x");
-    pmpi.comm_rank = (int (*)(MPI_Comm, int *))dlsym(RTLD_DEFAULT, "PMPI_Comm_rank");
-    pmpi.bcast =
-        (int (*)(void *, int, MPI_Datatype, int, MPI_Comm))dlsym(RTLD_DEFAULT, "PMPI_Bcast");
-    pmpi.initialized = (int (*)(int *))dlsym(RTLD_DEFAULT, "PMPI_Initialized");
+    pmpi.type_size_x = (int (*)(MPI_Datatype, MPI_Count *))PMPI_NEXT("PMPI_Type_size_x");
+    pmpi.get_byte_offset =
+        (int (*)(MPI_File, MPI_Offset, MPI_Offset *))PMPI_NEXT("PMPI_File_get_byte_offset");
+    pmpi.get_position = (int (*)(MPI_File, MPI_Offset *))PMPI_NEXT("PMPI_File_get_position");
+    pmpi.get_elements_x = (int (*)(const MPI_Status *, MPI_Datatype, MPI_Count *))PMPI_NEXT(
+        "PMPI_Get_elements_x");
+    pmpi.comm_rank = (int (*)(MPI_Comm, int *))PMPI_NEXT("PMPI_Comm_rank");
+    pmpi.bcast = (int (*)(void *, int, MPI_Datatype, int, MPI_Comm))PMPI_NEXT("PMPI_Bcast");
+    pmpi.initialized = (int (*)(int *))PMPI_NEXT("PMPI_Initialized");
     pmpi.resolved = 1;
 }
 
@@ -55,6 +60,155 @@ void *iot_mpi_next(const char *name)
     if (!atomic_load_explicit(&iot_g.initialised, memory_order_acquire))
         iot_init();
     return iot_next_symbol(name);
+}
+
+/* ---- other tools ------------------------------------------------------------ */
+
+/* Who calls a wrapper, by the object its return address lies in:
+ * - the MPI library itself (MPICH's MPI_Finalize calls
+ *   PMPI_File_set_errhandler, ROMIO PMPI_Waitall): through a PMPI_ name,
+ *   MPI's own business, passed through;
+ * - another tool: an object that defines MPI_File_open itself (Darshan).
+ *   What it asks MPI in its own wrappers (MPI_File_get_byte_offset,
+ *   get_position) is not the application's: the query rows of the table are
+ *   not recorded when called from there;
+ * - the application (and any library of its, HDF5, MPI's Fortran binding).
+ * Not by what calls what: a tool's wrapper that ends in a tail call to
+ * PMPI_ leaves its caller's return address.  See docs/client.md, "Next to
+ * other tools".  The objects met so far are kept as address spans, appended
+ * under a lock and read without one (an entry is written before the count
+ * that publishes it). */
+enum caller_kind { CALLER_APP, CALLER_TOOL, CALLER_MPI };
+
+struct span {
+    uintptr_t lo, hi;
+    enum caller_kind kind;
+};
+
+#define SPANS_MAX 32
+static struct span spans[SPANS_MAX];
+static _Atomic int spans_n;
+static pthread_mutex_t spans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static inline int in_span(const struct span *s, const void *addr)
+{
+    return (uintptr_t)addr - s->lo < s->hi - s->lo;
+}
+
+/* The span of the loaded segments of the object that holds addr, from its
+ * program headers (mapped with its first segment).  Not dl_iterate_phdr:
+ * common/link.h hides <link.h>. */
+static int object_span(const void *addr, uintptr_t *lo, uintptr_t *hi)
+{
+    Dl_info info;
+    if (!dladdr(addr, &info) || !info.dli_fbase)
+        return -1;
+    const Elf64_Ehdr *eh = info.dli_fbase;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64)
+        return -1;
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)((const char *)eh + eh->e_phoff);
+    uintptr_t first = UINTPTR_MAX, end = 0;
+    for (int i = 0; i < eh->e_phnum; i++) {
+        if (ph[i].p_type != PT_LOAD)
+            continue;
+        if (ph[i].p_vaddr < first)
+            first = ph[i].p_vaddr;
+        if (ph[i].p_vaddr + ph[i].p_memsz > end)
+            end = ph[i].p_vaddr + ph[i].p_memsz;
+    }
+    if (!end)
+        return -1;
+    /* dli_fbase is where the first segment's page is mapped. */
+    uintptr_t bias = (uintptr_t)info.dli_fbase - (first & ~(uintptr_t)(getpagesize() - 1));
+    *lo = (uintptr_t)info.dli_fbase;
+    *hi = bias + end;
+    return (uintptr_t)addr >= *lo && (uintptr_t)addr < *hi ? 0 : -1;
+}
+
+static void *object_base(const void *addr)
+{
+    Dl_info info;
+    return dladdr(addr, &info) ? info.dli_fbase : NULL;
+}
+
+/* Whether the object based at `base`, of file `name`, defines `sym` itself. */
+static int defines(void *base, const char *name, const char *sym)
+{
+    void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+    void *p = dlsym(h ? h : RTLD_DEFAULT, sym);
+    if (h)
+        dlclose(h);
+    return p && object_base(p) == base;
+}
+
+/* The MPI library is the object of a PMPI_ function no tool has a reason to
+ * wrap: PMPI_Get_library_version (MPI 3), else PMPI_Initialized. */
+static void *mpi_library_base(void)
+{
+    void *f = dlsym(RTLD_NEXT, "PMPI_Get_library_version");
+    if (!f)
+        f = dlsym(RTLD_NEXT, "PMPI_Initialized");
+    return f ? object_base(f) : NULL;
+}
+
+static __attribute__((noinline, cold)) enum caller_kind classify_caller(const void *caller)
+{
+    enum caller_kind kind = CALLER_APP;
+    iot_t.internal++;
+    pthread_mutex_lock(&spans_lock);
+    int n = atomic_load_explicit(&spans_n, memory_order_relaxed);
+    Dl_info info;
+    struct span s;
+    for (int i = 0; i < n; i++)
+        if (in_span(&spans[i], caller)) {
+            kind = spans[i].kind;
+            goto out;
+        }
+    if (object_span(caller, &s.lo, &s.hi) != 0 || !dladdr(caller, &info))
+        goto out; /* not an object's code: taken as the application's, again next time */
+    if (info.dli_fbase == mpi_library_base())
+        kind = CALLER_MPI;
+    else if (info.dli_fbase != object_base((const void *)classify_caller) &&
+             defines(info.dli_fbase, info.dli_fname, "MPI_File_open"))
+        kind = CALLER_TOOL;
+    if (n < SPANS_MAX) {
+        s.kind = kind;
+        spans[n] = s;
+        atomic_store_explicit(&spans_n, n + 1, memory_order_release);
+    }
+    iot_debug_log("calls from %s (%#lx-%#lx): %s", info.dli_fname ? info.dli_fname : "?",
+                  (unsigned long)s.lo, (unsigned long)s.hi,
+                  kind == CALLER_MPI    ? "MPI"
+                  : kind == CALLER_TOOL ? "another tool"
+                                        : "application");
+out:
+    pthread_mutex_unlock(&spans_lock);
+    iot_t.internal--;
+    return kind;
+}
+
+static inline enum caller_kind caller_kind(const void *caller)
+{
+    int n = atomic_load_explicit(&spans_n, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (in_span(&spans[i], caller))
+            return spans[i].kind;
+    return classify_caller(caller);
+}
+
+/* A PMPI_ name called outside any traced call: whether the MPI library made
+ * the call (then it is not the application's). */
+static inline int iot_mpi_from_mpi(const void *caller)
+{
+    return caller_kind(caller) == CALLER_MPI;
+}
+
+/* Whether a query (get_size, get_byte_offset, ...) outside any traced call
+ * is not the application's: called through the PMPI_ name (by a tool or
+ * MPI), or from another tool's code. */
+static inline int iot_mpi_tool_query(int via_pmpi, const void *caller)
+{
+    return via_pmpi || caller_kind(caller) == CALLER_TOOL;
 }
 
 /* ---- file handles ------------------------------------------------------- */
@@ -578,40 +732,71 @@ static uint64_t completion_end(struct completion *cp)
     if (IOT_UNLIKELY(!next_##name))                                             \
         return MPI_ERR_INTERN
 
-int MPI_Wait(MPI_Request *request, MPI_Status *status)
+/* A tool loaded before iotrace that wraps MPI_Wait forwards to PMPI_Wait.
+ * Through the PMPI_ names pass straight on: calls while nothing can be
+ * completed, nested calls (a tool after iotrace, ROMIO inside a traced call)
+ * and the MPI library's own (ROMIO calls PMPI_Waitall and PMPI_Test). */
+static inline int pmpi_completion_passes(const void *caller)
 {
-    NEXT(MPI_Wait);
+    return atomic_load_explicit(&req_count, memory_order_relaxed) == 0 || iot_t.mpi_depth ||
+           !iot_recording() || iot_mpi_from_mpi(caller);
+}
+
+#define COMPLETION_ENTRIES(name, body, params, args)                            \
+    int name params                                                             \
+    {                                                                           \
+        NEXT(name);                                                             \
+        return body##_body(next_##name, IOT_UNPAREN args);                      \
+    }                                                                           \
+    int P##name params                                                          \
+    {                                                                           \
+        NEXT(P##name);                                                          \
+        if (pmpi_completion_passes(__builtin_return_address(0)))                \
+            return next_P##name args;                                           \
+        return body##_body(next_P##name, IOT_UNPAREN args);                     \
+    }
+
+#define IOT_UNPAREN(...) __VA_ARGS__
+
+IOT_HOT int wait_body(__typeof__(&MPI_Wait) next, MPI_Request *request, MPI_Status *status)
+{
     struct completion cp;
     completion_begin(&cp, IOT_F_MPIIO_MPI_Wait, 1, request);
     if (!cp.active)
-        return next_MPI_Wait(request, status);
+        return next(request, status);
     MPI_Request saved = *request;
     MPI_Status local;
     if (status == MPI_STATUS_IGNORE)
         status = &local;
-    int ret = next_MPI_Wait(request, status);
+    int ret = next(request, status);
     uint64_t t1 = completion_end(&cp);
     completion_record(&cp, IOT_F_MPIIO_MPI_Wait, saved, ret, status, t1);
     return ret;
 }
 
-int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+COMPLETION_ENTRIES(MPI_Wait, wait, (MPI_Request *request, MPI_Status *status), (request, status))
+
+IOT_HOT int test_body(__typeof__(&MPI_Test) next, MPI_Request *request, int *flag,
+                      MPI_Status *status)
 {
-    NEXT(MPI_Test);
     struct completion cp;
     completion_begin(&cp, IOT_F_MPIIO_MPI_Test, 1, request);
     if (!cp.active)
-        return next_MPI_Test(request, flag, status);
+        return next(request, flag, status);
     MPI_Request saved = *request;
     MPI_Status local;
     if (status == MPI_STATUS_IGNORE)
         status = &local;
-    int ret = next_MPI_Test(request, flag, status);
+    int ret = next(request, flag, status);
     uint64_t t1 = completion_end(&cp);
     if (*flag)
         completion_record(&cp, IOT_F_MPIIO_MPI_Test, saved, ret, status, t1);
     return ret;
 }
+
+COMPLETION_ENTRIES(MPI_Test, test,
+                   (MPI_Request *request, int *flag, MPI_Status *status),
+                   (request, flag, status))
 
 /* Array forms keep copies of the requests (completed ones become
  * MPI_REQUEST_NULL) and supply statuses when the caller ignores them. */
@@ -648,18 +833,18 @@ static void free_requests(struct req_copy *rc)
         free(rc->st);
 }
 
-int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
+IOT_HOT int waitall_body(__typeof__(&MPI_Waitall) next, int count, MPI_Request reqs[],
+                         MPI_Status statuses[])
 {
-    NEXT(MPI_Waitall);
     struct completion cp;
     struct req_copy rc;
     completion_begin(&cp, IOT_F_MPIIO_MPI_Waitall, count, reqs);
     if (!cp.active || copy_requests(&rc, count, reqs, &statuses) != 0) {
         if (cp.active)
             completion_end(&cp);
-        return next_MPI_Waitall(count, reqs, statuses);
+        return next(count, reqs, statuses);
     }
-    int ret = next_MPI_Waitall(count, reqs, statuses);
+    int ret = next(count, reqs, statuses);
     uint64_t t1 = completion_end(&cp);
     for (int i = 0; i < count; i++)
         completion_record(&cp, IOT_F_MPIIO_MPI_Waitall, rc.reqs[i], ret, &statuses[i], t1);
@@ -667,18 +852,22 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
     return ret;
 }
 
-int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+COMPLETION_ENTRIES(MPI_Waitall, waitall,
+                   (int count, MPI_Request reqs[], MPI_Status statuses[]),
+                   (count, reqs, statuses))
+
+IOT_HOT int testall_body(__typeof__(&MPI_Testall) next, int count, MPI_Request reqs[], int *flag,
+                         MPI_Status statuses[])
 {
-    NEXT(MPI_Testall);
     struct completion cp;
     struct req_copy rc;
     completion_begin(&cp, IOT_F_MPIIO_MPI_Testall, count, reqs);
     if (!cp.active || copy_requests(&rc, count, reqs, &statuses) != 0) {
         if (cp.active)
             completion_end(&cp);
-        return next_MPI_Testall(count, reqs, flag, statuses);
+        return next(count, reqs, flag, statuses);
     }
-    int ret = next_MPI_Testall(count, reqs, flag, statuses);
+    int ret = next(count, reqs, flag, statuses);
     uint64_t t1 = completion_end(&cp);
     for (int i = 0; *flag && i < count; i++)
         completion_record(&cp, IOT_F_MPIIO_MPI_Testall, rc.reqs[i], ret, &statuses[i], t1);
@@ -686,9 +875,13 @@ int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
     return ret;
 }
 
-int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
+COMPLETION_ENTRIES(MPI_Testall, testall,
+                   (int count, MPI_Request reqs[], int *flag, MPI_Status statuses[]),
+                   (count, reqs, flag, statuses))
+
+IOT_HOT int waitany_body(__typeof__(&MPI_Waitany) next, int count, MPI_Request reqs[], int *index,
+                         MPI_Status *status)
 {
-    NEXT(MPI_Waitany);
     struct completion cp;
     struct req_copy rc;
     MPI_Status *unused = MPI_STATUSES_IGNORE;
@@ -696,12 +889,12 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
     if (!cp.active || copy_requests(&rc, count, reqs, &unused) != 0) {
         if (cp.active)
             completion_end(&cp);
-        return next_MPI_Waitany(count, reqs, index, status);
+        return next(count, reqs, index, status);
     }
     MPI_Status local;
     if (status == MPI_STATUS_IGNORE)
         status = &local;
-    int ret = next_MPI_Waitany(count, reqs, index, status);
+    int ret = next(count, reqs, index, status);
     uint64_t t1 = completion_end(&cp);
     if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
         completion_record(&cp, IOT_F_MPIIO_MPI_Waitany, rc.reqs[*index], ret, status, t1);
@@ -709,9 +902,13 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
     return ret;
 }
 
-int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+COMPLETION_ENTRIES(MPI_Waitany, waitany,
+                   (int count, MPI_Request reqs[], int *index, MPI_Status *status),
+                   (count, reqs, index, status))
+
+IOT_HOT int testany_body(__typeof__(&MPI_Testany) next, int count, MPI_Request reqs[], int *index,
+                         int *flag, MPI_Status *status)
 {
-    NEXT(MPI_Testany);
     struct completion cp;
     struct req_copy rc;
     MPI_Status *unused = MPI_STATUSES_IGNORE;
@@ -719,18 +916,22 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
     if (!cp.active || copy_requests(&rc, count, reqs, &unused) != 0) {
         if (cp.active)
             completion_end(&cp);
-        return next_MPI_Testany(count, reqs, index, flag, status);
+        return next(count, reqs, index, flag, status);
     }
     MPI_Status local;
     if (status == MPI_STATUS_IGNORE)
         status = &local;
-    int ret = next_MPI_Testany(count, reqs, index, flag, status);
+    int ret = next(count, reqs, index, flag, status);
     uint64_t t1 = completion_end(&cp);
     if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count)
         completion_record(&cp, IOT_F_MPIIO_MPI_Testany, rc.reqs[*index], ret, status, t1);
     free_requests(&rc);
     return ret;
 }
+
+COMPLETION_ENTRIES(MPI_Testany, testany,
+                   (int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status),
+                   (count, reqs, index, flag, status))
 
 static int some_common(unsigned func, int incount, MPI_Request reqs[], int *outcount,
                        int indices[], MPI_Status statuses[],
@@ -753,21 +954,20 @@ static int some_common(unsigned func, int incount, MPI_Request reqs[], int *outc
     return ret;
 }
 
-int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
-                 MPI_Status statuses[])
-{
-    NEXT(MPI_Waitsome);
-    return some_common(IOT_F_MPIIO_MPI_Waitsome, incount, reqs, outcount, indices, statuses,
-                       next_MPI_Waitsome);
-}
+#define SOME_ENTRIES(name, body)                                                \
+    IOT_HOT int body##_body(__typeof__(&name) next, int incount, MPI_Request reqs[], \
+                            int *outcount, int indices[], MPI_Status statuses[])    \
+    {                                                                           \
+        return some_common(IOT_F_MPIIO_##name, incount, reqs, outcount, indices,  \
+                           statuses, next);                                     \
+    }                                                                           \
+    COMPLETION_ENTRIES(name, body,                                              \
+                       (int incount, MPI_Request reqs[], int *outcount, int indices[], \
+                        MPI_Status statuses[]),                                 \
+                       (incount, reqs, outcount, indices, statuses))
 
-int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
-                 MPI_Status statuses[])
-{
-    NEXT(MPI_Testsome);
-    return some_common(IOT_F_MPIIO_MPI_Testsome, incount, reqs, outcount, indices, statuses,
-                       next_MPI_Testsome);
-}
+SOME_ENTRIES(MPI_Waitsome, waitsome)
+SOME_ENTRIES(MPI_Testsome, testsome)
 
 /* ---- MPI_Init / MPI_Finalize ----------------------------------------------- */
 
@@ -792,9 +992,12 @@ static void agree_on_job(void)
         iot_set_job(id);
 }
 
+/* Once however MPI_Init is reached: a tool loaded before iotrace calls
+ * PMPI_Init, one linked after it may call both names. */
 static void after_init(void)
 {
-    if (!iot_recording())
+    static atomic_flag done = ATOMIC_FLAG_INIT;
+    if (!iot_recording() || atomic_flag_test_and_set(&done))
         return;
     iot_t.internal++;
     resolve_pmpi();
@@ -804,29 +1007,41 @@ static void after_init(void)
     iot_debug_log("rank %d of job %s", iot_g.rank, iot_g.job);
 }
 
-int MPI_Init(int *argc, char ***argv)
-{
-    NEXT(MPI_Init);
-    int ret = next_MPI_Init(argc, argv);
-    if (ret == MPI_SUCCESS)
-        after_init();
-    return ret;
-}
+/* Both names of each: a tool loaded before iotrace forwards MPI_Init and
+ * MPI_Finalize to the PMPI_ names, and iotrace must still see them. */
+#define INIT_WRAPPER(name)                                                      \
+    int name(int *argc, char ***argv)                                           \
+    {                                                                           \
+        NEXT(name);                                                             \
+        int ret = next_##name(argc, argv);                                      \
+        if (ret == MPI_SUCCESS)                                                 \
+            after_init();                                                       \
+        return ret;                                                             \
+    }
 
-int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
-{
-    NEXT(MPI_Init_thread);
-    int ret = next_MPI_Init_thread(argc, argv, required, provided);
-    if (ret == MPI_SUCCESS)
-        after_init();
-    return ret;
-}
+#define INIT_THREAD_WRAPPER(name)                                               \
+    int name(int *argc, char ***argv, int required, int *provided)              \
+    {                                                                           \
+        NEXT(name);                                                             \
+        int ret = next_##name(argc, argv, required, provided);                  \
+        if (ret == MPI_SUCCESS)                                                 \
+            after_init();                                                       \
+        return ret;                                                             \
+    }
 
-int MPI_Finalize(void)
-{
-    NEXT(MPI_Finalize);
-    int ret = next_MPI_Finalize();
-    if (atomic_load(&iot_g.active))
-        iot_sender_flush(2000);
-    return ret;
-}
+#define FINALIZE_WRAPPER(name)                                                  \
+    int name(void)                                                              \
+    {                                                                           \
+        NEXT(name);                                                             \
+        int ret = next_##name();                                                \
+        if (atomic_load(&iot_g.active))                                         \
+            iot_sender_flush(2000);                                             \
+        return ret;                                                             \
+    }
+
+INIT_WRAPPER(MPI_Init)
+INIT_WRAPPER(PMPI_Init)
+INIT_THREAD_WRAPPER(MPI_Init_thread)
+INIT_THREAD_WRAPPER(PMPI_Init_thread)
+FINALIZE_WRAPPER(MPI_Finalize)
+FINALIZE_WRAPPER(PMPI_Finalize)

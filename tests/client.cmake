@@ -45,3 +45,12 @@ set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client
 # Benchmarks (not tests): deploy/bench.sh runs them.
 add_executable(bench_client ${IOTRACE_TEST_DIR}/bench/bench_client.c)
 target_link_libraries(bench_client PRIVATE MPI::MPI_C)
+
+# Next to another tool: a Darshan-like interposer, built for this test only.
+add_library(fake_darshan SHARED ${IOTRACE_TEST_DIR}/tools/fake_darshan.c)
+target_link_libraries(fake_darshan PRIVATE MPI::MPI_C ${CMAKE_DL_LIBS})
+target_compile_options(fake_darshan PRIVATE -U_FORTIFY_SOURCE)
+add_test(NAME client.other_tool
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_other_tool.py ${IOTRACE_IT_ARGS}
+          --fake-tool=$<TARGET_FILE:fake_darshan>)
+set_tests_properties(client.other_tool PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)

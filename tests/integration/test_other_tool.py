@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Next to another tool: libiotrace-client preloaded together with
+fake_darshan (tests/tools/fake_darshan.c: Darshan's way of interposing, with
+PMPI_ aliases, forwarding to PMPI_ and MPI-IO queries of its own inside its
+wrappers), in both orders, under `mpiexec -n 2` running tests/mpi/mpiio_mix.
+
+Checked for each order against a run with iotrace alone and one with the
+fake tool alone:
+- iotrace records the same MPI-IO calls per rank and function, so each of
+  the application's calls exactly once and none of the tool's queries
+  (MPI_File_get_byte_offset, get_position);
+- iotrace records the same POSIX calls on the data file per rank and
+  function;
+- the fake tool saw the same calls as alone, and as many as iotrace recorded
+  for the functions it wraps (POSIX: on the rank's main thread);
+- the program's output and the file it writes are those of an untraced run.
+"""
+import collections
+import filecmp
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Deployment, mpirun, parse_bins  # noqa: E402
+
+NPROCS, B = 2, 4096
+QUERIES = {"MPI_File_get_byte_offset", "MPI_File_get_position"}
+
+
+def fail(msg):
+    raise AssertionError(msg)
+
+
+def run(bins, dep, name, preload, job=None):
+    """Runs mpiio_mix with `preload` (a list of libraries, in order, or None
+    for no preloading at all); returns its output and the fake tool's reports
+    by rank."""
+    data = os.path.join(dep.tmp, name + ".bin")
+    report = os.path.join(dep.tmp, name + ".fake")
+    env = {"FAKE_TOOL_OUT": report, "FAKE_TOOL_MATCH": data}
+    if job:
+        env.update({"IOTRACE_AGENT": dep.endpoint, "IOTRACE_JOB_ID": job})
+    if preload is not None:
+        env["LD_PRELOAD"] = bins["preload_prefix"] + ":".join(preload)
+    res = mpirun(bins, NPROCS, [bins["app"], data, str(B)], env=env, preload=False)
+    if res.returncode != 0:
+        fail(f"{name}: exit {res.returncode}\n{res.stderr}")
+    fake = {}
+    for rank in range(NPROCS):
+        path = f"{report}.{rank}"
+        if os.path.exists(path):
+            fake[rank] = json.load(open(path))
+    return res.stdout.replace(data, "FILE"), data, fake
+
+
+def counts(events, data):
+    """(MPI-IO counts, POSIX counts on the data file) by rank and function."""
+    mpi = collections.defaultdict(collections.Counter)
+    posix = collections.defaultdict(collections.Counter)
+    posix_main = collections.defaultdict(collections.Counter)
+    for e in events:
+        if e["kind"] == "mpiio":
+            mpi[e["rank"]][e["func"]] += 1
+        elif e["kind"] == "posix" and e["file"] == data:
+            posix[e["rank"]][e["func"]] += 1
+            if e["tid"] == e["pid"]:
+                posix_main[e["rank"]][e["func"]] += 1
+    return mpi, posix, posix_main
+
+
+def closes(events):
+    return sum(e["kind"] == "mpiio" and e["func"] == "MPI_File_close" for e in events)
+
+
+def traced(bins, dep, name, preload, plain):
+    job = f"{name}-{os.getpid()}"
+    out, data, fake = run(bins, dep, name, preload, job)
+    if out != plain[0]:
+        fail(f"{name}: output {out!r}, untraced {plain[0]!r}")
+    if not filecmp.cmp(data, plain[1], shallow=False):
+        fail(f"{name}: the file differs from the untraced run's")
+    # Until every rank's MPI_File_close is in (the last MPI-IO records) and
+    # the last batches (rank 0's digest reads) have had a moment; without
+    # the closes (a tool that hides them), once nothing more comes.
+    events, stable, deadline = [], 0, time.time() + 30
+    while time.time() < deadline and stable < (2 if closes(events) >= NPROCS else 6):
+        time.sleep(0.5)
+        later = dep.export(job) if os.path.isdir(dep.store) else []
+        stable = stable + 1 if len(later) == len(events) else 0
+        events = later
+    mpi, posix, posix_main = counts(events, data)
+    return {"mpi": mpi, "posix": posix, "posix_main": posix_main, "fake": fake}
+
+
+def same(name, what, got, want):
+    for rank in range(NPROCS):
+        g, w = got.get(rank, collections.Counter()), want.get(rank, collections.Counter())
+        if g != w:
+            diff = {f: (g.get(f, 0), w.get(f, 0)) for f in set(g) | set(w)
+                    if g.get(f, 0) != w.get(f, 0)}
+            fail(f"{name}: rank {rank} {what} (got, alone) differ: {diff}")
+
+
+def check_fake(name, fake, alone, iot):
+    if sorted(fake) != list(range(NPROCS)):
+        fail(f"{name}: the fake tool reported for ranks {sorted(fake)}")
+    for rank in range(NPROCS):
+        for part in ("mpi", "posix"):
+            if fake[rank][part] != alone[rank][part]:
+                fail(f"{name}: rank {rank}: the fake tool saw {fake[rank][part]}, "
+                     f"alone {alone[rank][part]}")
+        for func, n in fake[rank]["mpi"].items():
+            if n != iot["mpi"][rank].get(func, 0):
+                fail(f"{name}: rank {rank} {func}: the fake tool saw {n}, "
+                     f"iotrace recorded {iot['mpi'][rank].get(func, 0)}")
+        for func, n in fake[rank]["posix"].items():
+            if n != iot["posix_main"][rank].get(func, 0):
+                fail(f"{name}: rank {rank} {func}: the fake tool saw {n}, "
+                     f"iotrace recorded {iot['posix_main'][rank].get(func, 0)} on the main thread")
+
+
+def main():
+    bins = parse_bins(sys.argv[1:])
+    client, fake_lib = bins["client"], bins["fake_tool"]
+    dep = Deployment(bins).start()
+    try:
+        out, data, _ = run(bins, dep, "plain", None)
+        plain = (out, data)
+        print("untraced:", out.strip())
+        _, _, fake_alone = run(bins, dep, "fake-alone", [fake_lib])
+        if sorted(fake_alone) != list(range(NPROCS)):
+            fail(f"the fake tool alone reported for ranks {sorted(fake_alone)}")
+        alone = traced(bins, dep, "iotrace-alone", [client], plain)
+        if any(alone["mpi"][r][q] for r in alone["mpi"] for q in QUERIES):
+            fail("iotrace alone recorded queries mpiio_mix does not make")
+        if sorted(alone["mpi"]) != list(range(NPROCS)) or not alone["posix"]:
+            fail(f"iotrace alone: ranks {sorted(alone['mpi'])}, POSIX {dict(alone['posix'])}")
+        for rank in range(NPROCS):
+            for func, n in fake_alone[rank]["mpi"].items():
+                if n != alone["mpi"][rank].get(func, 0):
+                    fail(f"fake alone saw {n} {func} on rank {rank}, iotrace alone "
+                         f"{alone['mpi'][rank].get(func, 0)}")
+        print(f"iotrace alone, rank 0: {sum(alone['mpi'][0].values())} MPI-IO calls, "
+              f"{sum(alone['posix'][0].values())} POSIX calls on the file; fake alone, rank 0: "
+              f"{sum(fake_alone[0]['mpi'].values())} MPI-IO calls, {fake_alone[0]['queries']} "
+              f"queries of its own, {sum(fake_alone[0]['posix'].values())} POSIX calls")
+        for name, preload in (("fake-first", [fake_lib, client]),
+                              ("iotrace-first", [client, fake_lib])):
+            got = traced(bins, dep, name, preload, plain)
+            same(name, "MPI-IO calls", got["mpi"], alone["mpi"])
+            same(name, "POSIX calls on the file", got["posix"], alone["posix"])
+            check_fake(name, got["fake"], fake_alone, got)
+            print(f"{name}: rank 0: {sum(got['mpi'][0].values())} MPI-IO calls, "
+                  f"{sum(got['posix'][0].values())} POSIX calls on the file; the fake tool "
+                  f"{sum(got['fake'][0]['mpi'].values())} MPI-IO calls, "
+                  f"{got['fake'][0]['queries']} queries of its own, "
+                  f"{sum(got['fake'][0]['posix'].values())} POSIX calls")
+        print("ok: both orders record each call once, in both tools, with unchanged results")
+    finally:
+        dep.stop()
+
+
+if __name__ == "__main__":
+    main()

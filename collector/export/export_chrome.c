@@ -432,6 +432,8 @@ static int write_drop(struct run *s, const struct xp_event *ev)
 static int on_ordered(void *ctx, const struct xp_event *ev, uint32_t *tag)
 {
     struct run *s = ctx;
+    if (ferror(s->f)) /* a full disk: stop reading rather than at the end */
+        return fail(s, "cannot write the trace file: %s", strerror(errno ? errno : EIO));
     if (!s->origin_set) {
         s->origin = ev->t_start;
         s->origin_set = 1;
@@ -543,7 +545,8 @@ static int close_file(struct run *s, int rc)
 {
     int bad = ferror(s->f);
     if (fclose(s->f) != 0 || bad)
-        rc = rc < 0 ? rc : fail(s, "cannot write the trace file: %s", strerror(errno ? errno : EIO));
+        rc = rc < 0 ? rc
+                    : fail(s, "cannot write the trace file: %s", strerror(errno ? errno : EIO));
     s->f = NULL;
     struct stat sb;
     if (rc == 0 && stat(s->o->path, &sb) == 0)

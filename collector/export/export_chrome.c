@@ -451,8 +451,8 @@ static int on_ordered(void *ctx, const struct xp_event *ev, uint32_t *tag)
 }
 
 /* A flow's end binds to the innermost slice open at its time on its
- * thread, in Perfetto (the flow tracker) and in Catapult (findSliceAtTs)
- * alike.  A nanosecond into the slice keeps it off the slice's start,
+ * thread: Perfetto's flow tracker does so, and the trace-event format
+ * documents it for "s" and for "f" with "bp":"e" (Catapult's rule).  A nanosecond into the slice keeps it off the slice's start,
  * where a child starting at the same time, or an equal-time sort order,
  * could pick another slice. */
 static int64_t inside(const struct xp_event *ev)

@@ -13,6 +13,7 @@
 
 #include "analysis.h"
 #include "events.h"
+#include "export_chrome.h"
 #include "export_rows.h"
 #include "export_slog2.h"
 #include "stats_report.h"
@@ -40,6 +41,7 @@ static char *opt_format;
 static long opt_lateness_ms = -1;
 static long opt_grace_ms = -1;
 static char *opt_slog2;
+static char *opt_chrome;
 static char *opt_from;
 static char *opt_to;
 static char *opt_layers;
@@ -57,13 +59,15 @@ static const struct iot_opt options[] = {
     {"stats", 0, IOT_OPT_FLAG, &opt_stats, NULL, "print statistics per job: calls per function, disk operations per call, servers, amplification, unmatched and lost events, clocks (docs/statistics.md)"},
     {"format", 0, IOT_OPT_STRING, &opt_format, "text|json", "--stats output format (default text)"},
     {"slog2", 0, IOT_OPT_STRING, &opt_slog2, "FILE", "write an SLOG-2 file for Jumpshot: a timeline per rank and storage-server thread, states, arrows from each MPI-IO call to its disk operations"},
-    {"from", 0, IOT_OPT_STRING, &opt_from, "SEC", "--slog2: leave out what ends before SEC seconds after the first event"},
-    {"to", 0, IOT_OPT_STRING, &opt_to, "SEC", "--slog2: leave out what starts after SEC seconds after the first event"},
+    {"chrome", 0, IOT_OPT_STRING, &opt_chrome, "FILE", "write a Chrome trace-event JSON file for ui.perfetto.dev: a track per rank and storage-server thread, grouped by node, a slice per event, flows from each MPI-IO call to its disk operations, drop records as instants"},
+    {"perfetto", 0, IOT_OPT_STRING, &opt_chrome, "FILE", "the same as --chrome FILE"},
+    {"from", 0, IOT_OPT_STRING, &opt_from, "SEC", "--slog2, --chrome: leave out what ends before SEC seconds after the first event"},
+    {"to", 0, IOT_OPT_STRING, &opt_to, "SEC", "--slog2, --chrome: leave out what starts after SEC seconds after the first event"},
     {"layers", 0, IOT_OPT_STRING, &opt_layers, "LIST", "--slog2: what to draw, comma-separated: mpiio, posix, disk, arrows, all (default all)"},
     {"leaf-size", 0, IOT_OPT_SIZE, &opt_leaf_size, "BYTES", "--slog2: largest tree node (TreeLeafByteSize), 128 to 1G (default 65536)"},
     {"children", 0, IOT_OPT_INT, &opt_children, "N", "--slog2: children per tree node, 2 to 32767 (default 2)"},
-    {"lateness", 0, IOT_OPT_INT, &opt_lateness_ms, "MS", "--stats, --slog2: how far behind its newest event a process may still deliver one (default 2000)"},
-    {"grace", 0, IOT_OPT_INT, &opt_grace_ms, "MS", "--stats, --slog2: how long after a call's end its disk operations may start (default 2000)"},
+    {"lateness", 0, IOT_OPT_INT, &opt_lateness_ms, "MS", "--stats, --slog2, --chrome: how far behind its newest event a process may still deliver one (default 2000)"},
+    {"grace", 0, IOT_OPT_INT, &opt_grace_ms, "MS", "--stats, --slog2, --chrome: how long after a call's end its disk operations may start (default 2000)"},
     {"job", 'j', IOT_OPT_STRING, &opt_job, "ID", "only events of job ID"},
     {"no-align", 0, IOT_OPT_FLAG, &opt_no_align, NULL, "keep every event on its node's own clock instead of mapping it to the collector's"},
     {"dump-slog2", 0, IOT_OPT_STRING, &opt_dump_slog2, "FILE", "print an SLOG-2 file one item per line and check its tree (alone, no --store)"},
@@ -74,6 +78,7 @@ static const struct iot_man_section export_man[] = {
      "  iotrace-export --store /var/lib/iotrace/store --list-jobs\n"
      "  iotrace-export --store /var/lib/iotrace/store --job 4242 --stats\n"
      "  iotrace-export --store /var/lib/iotrace/store --job 4242 --slog2 job.slog2\n"
+     "  iotrace-export --store /var/lib/iotrace/store --job 4242 --chrome job.json\n"
      "  iotrace-export --store /var/lib/iotrace/store --verify"},
     {"EXIT STATUS",
      "0 on success (warnings on stderr for what is lost but does not stop the export); 1 on "
@@ -92,6 +97,8 @@ static const struct iot_opts_spec spec = {
                 "   or: iotrace-export --store DIR [--job ID] [--no-align] --slog2 FILE "
                 "[--from SEC] [--to SEC] [--layers LIST] [--leaf-size BYTES] [--children N] "
                 "[--lateness MS] [--grace MS]\n"
+                "   or: iotrace-export --store DIR [--job ID] [--no-align] --chrome FILE "
+                "[--from SEC] [--to SEC] [--lateness MS] [--grace MS]\n"
                 "   or: iotrace-export --store DIR --clock\n"
                 "   or: iotrace-export --store DIR --verify\n"
                 "   or: iotrace-export --dump-slog2 FILE\n"
@@ -102,7 +109,7 @@ static const struct iot_opts_spec spec = {
     .allow_config = 0,
     .man_section = 1,
     .summary = "export the events of an iotrace store: JSON Lines, statistics, SLOG-2 for "
-               "Jumpshot, clock alignment, verification",
+               "Jumpshot, Chrome trace events for Perfetto, clock alignment, verification",
     .man = export_man,
     .n_man = (int)(sizeof export_man / sizeof export_man[0]),
 };
@@ -486,19 +493,21 @@ static void check_options(int argc, char **argv, int first)
     if (!opt_store || !opt_store[0])
         usage_error("--store DIR is required");
     if ((opt_jsonl != NULL) + (opt_csv != NULL) + opt_list_jobs + opt_clock + opt_stats +
-            (opt_slog2 != NULL) + opt_verify != 1)
+            (opt_slog2 != NULL) + (opt_chrome != NULL) + opt_verify != 1)
         usage_error("give exactly one of --jsonl FILE, --csv FILE, --list-jobs, --stats, "
-                    "--slog2 FILE, --clock and --verify");
+                    "--slog2 FILE, --chrome FILE, --clock and --verify");
     if (opt_verify && (opt_job || opt_no_align))
         usage_error("--verify checks the whole store and takes neither --job nor --no-align");
     if (!opt_stats && opt_format)
         usage_error("--format goes with --stats only");
-    if (!opt_stats && !opt_slog2 && (opt_lateness_ms >= 0 || opt_grace_ms >= 0))
-        usage_error("--lateness and --grace go with --stats or --slog2 only");
-    if (!opt_slog2 && (opt_from || opt_to || opt_layers || opt_leaf_size || opt_children >= 0))
-        usage_error("--from, --to, --layers, --leaf-size and --children go with --slog2 only");
-    if (opt_slog2 && !opt_slog2[0])
-        usage_error("--slog2 needs a file name");
+    if (!opt_stats && !opt_slog2 && !opt_chrome && (opt_lateness_ms >= 0 || opt_grace_ms >= 0))
+        usage_error("--lateness and --grace go with --stats, --slog2 or --chrome only");
+    if (!opt_slog2 && !opt_chrome && (opt_from || opt_to))
+        usage_error("--from and --to go with --slog2 or --chrome only");
+    if (!opt_slog2 && (opt_layers || opt_leaf_size || opt_children >= 0))
+        usage_error("--layers, --leaf-size and --children go with --slog2 only");
+    if ((opt_slog2 && !opt_slog2[0]) || (opt_chrome && !opt_chrome[0]))
+        usage_error("--slog2 and --chrome need a file name");
     if (opt_leaf_size && (opt_leaf_size < IOT_SLOG2_MIN_LEAF_BYTESIZE || opt_leaf_size > (1u << 30)))
         usage_error("--leaf-size takes 128 to 1G bytes");
     if (opt_children != -1 && (opt_children < 2 || opt_children > 32767))
@@ -525,7 +534,8 @@ static int dump_slog2(int argc, int first)
     if (first < argc || opt_store || opt_job || opt_jsonl || opt_csv || opt_jsonl_schema ||
         opt_list_jobs || opt_clock || opt_verify ||
         opt_no_align || opt_stats || opt_format || opt_lateness_ms >= 0 || opt_grace_ms >= 0 ||
-        opt_slog2 || opt_from || opt_to || opt_layers || opt_leaf_size || opt_children >= 0)
+        opt_slog2 || opt_chrome || opt_from || opt_to || opt_layers || opt_leaf_size ||
+        opt_children >= 0)
         usage_error("--dump-slog2 FILE takes no other option or argument");
     int rc = iot_slog2_dump(stdout, opt_dump_slog2, err, sizeof err);
     if (fflush(stdout) != 0)
@@ -750,6 +760,32 @@ static int slog2(struct xp_data *d, uint32_t job)
     return IOT_EXIT_OK;
 }
 
+static int chrome(struct xp_data *d, uint32_t job)
+{
+    char err[512];
+    struct xp_chrome_options o = {
+        .store = opt_store, .path = opt_chrome, .job = job, .job_name = opt_job,
+        .lateness_ns = ms_or(opt_lateness_ms, IOT_AN_DEFAULT_LATENESS_NS),
+        .grace_ns = ms_or(opt_grace_ms, IOT_AN_DEFAULT_GRACE_NS),
+        .from_s = seconds_option("--from", opt_from, -INFINITY),
+        .to_s = seconds_option("--to", opt_to, INFINITY)};
+    if (o.from_s > o.to_s)
+        usage_error("--from is after --to");
+    if (xp_read_clocks(opt_store, d, err, sizeof err) < 0)
+        return data_error("%s%s", "", err);
+    d->align = !opt_no_align;
+    struct xp_chrome_result r;
+    if (xp_chrome(d, &o, &r, err, sizeof err) < 0)
+        return data_error("%s%s", "", err);
+    fprintf(stderr, "%s: wrote %s: %llu slices, %llu flows, %llu drop instants on %u threads of "
+            "%u processes; %lld bytes\n", spec.program, opt_chrome,
+            (unsigned long long)r.slices, (unsigned long long)r.flows,
+            (unsigned long long)r.instants, r.threads, r.processes, (long long)r.file_bytes);
+    if (!opt_no_align)
+        report_unaligned(d);
+    return IOT_EXIT_OK;
+}
+
 static int export_events(struct xp_data *d, uint32_t job)
 {
     char err[512];
@@ -787,6 +823,7 @@ int main(int argc, char **argv)
              : opt_clock ? clock_report(&d)
              : opt_stats ? stats(&d, job)
              : opt_slog2 ? slog2(&d, job)
+             : opt_chrome ? chrome(&d, job)
                          : export_events(&d, job);
     xp_data_free(&d);
     return rc;

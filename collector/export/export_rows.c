@@ -61,8 +61,8 @@ static const struct column columns[N_COLS] = {
 };
 
 static const char *const kind_names[] = {"mpiio", "posix", "disk", "drop"};
-static const char *const drop_reasons[] = {"buffer_full", "send_failed", "internal",
-                                           "unreadable", "lost"};
+const char *const xp_drop_reasons[XP_DROP_REASONS] = {"buffer_full", "send_failed", "internal",
+                                                     "unreadable", "lost"};
 
 struct value {
     const char *s; /* COL_STR; NULL: none */
@@ -112,9 +112,8 @@ static void row_values(struct xp_rows *w, const struct xp_data *d, const struct 
     v[COL_offset].i = -1;
     v[COL_xfer].i = -1;
     if (drop) {
-        size_t n_reasons = sizeof drop_reasons / sizeof *drop_reasons;
-        if (ev->func < n_reasons) {
-            v[COL_reason].s = drop_reasons[ev->func];
+        if (ev->func < XP_DROP_REASONS) {
+            v[COL_reason].s = xp_drop_reasons[ev->func];
         } else {
             snprintf(w->reason, sizeof w->reason, "%u", ev->func);
             v[COL_reason].s = w->reason;

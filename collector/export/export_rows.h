@@ -20,6 +20,10 @@ int xp_rows_write(struct xp_rows *w, const struct xp_data *d, const struct xp_ev
 /* Flushes; -1 when anything could not be written. Frees w. */
 int xp_rows_close(struct xp_rows *w);
 
+/* The drop reasons' names, by Iotrace__DropReason value. */
+#define XP_DROP_REASONS 5
+extern const char *const xp_drop_reasons[XP_DROP_REASONS];
+
 /* One row as a JSON object (for other formats that carry the same fields,
  * such as the Chrome trace's slice arguments); NULL when out of memory. */
 json_t *xp_rows_json(const struct xp_data *d, const struct xp_event *ev);

@@ -62,11 +62,11 @@ def counts(events, data):
     posix_main = collections.defaultdict(collections.Counter)
     for e in events:
         if e["kind"] == "mpiio":
-            mpi[e["rank"]][e["func"]] += 1
+            mpi[e["mpi_rank"]][e["func"]] += 1
         elif e["kind"] == "posix" and e["file"] == data:
-            posix[e["rank"]][e["func"]] += 1
+            posix[e["mpi_rank"]][e["func"]] += 1
             if e["tid"] == e["pid"]:
-                posix_main[e["rank"]][e["func"]] += 1
+                posix_main[e["mpi_rank"]][e["func"]] += 1
     return mpi, posix, posix_main
 
 

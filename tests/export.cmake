@@ -1,0 +1,14 @@
+# (After client.cmake, which sets IOTRACE_IT_ARGS.)
+# iotrace-export --chrome: a real traced MPI job (mpiexec, the client library
+# preloaded, a real agent and collector) whose MPI-IO calls a registry-reading
+# storage server without a file system (tests/server/registry_brick.c) serves
+# with tagged disk operations; the trace file checked against a trace-event
+# schema, --jsonl and --stats, opened in headless Chromium; and its memory on
+# a small and a ten times larger store of iotrace-producer's.
+add_executable(registry_brick ${IOTRACE_TEST_DIR}/server/registry_brick.c)
+target_link_libraries(registry_brick PRIVATE iotrace-server-lib iotrace-registry Threads::Threads)
+add_test(NAME export.chrome
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_chrome_export.py
+          ${IOTRACE_IT_ARGS} --loop-app=$<TARGET_FILE:mpiio_loop>
+          --brick=$<TARGET_FILE:registry_brick> --producer=$<TARGET_FILE:iotrace-producer>)
+set_tests_properties(export.chrome PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE LABELS export)

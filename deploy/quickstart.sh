@@ -132,6 +132,9 @@ echo "== iotrace-export --stats"
     >"$work/stats.json"
 echo "== iotrace-export --slog2 $work/trace.slog2 (open it with: jumpshot $work/trace.slog2)"
 "$b/collector/iotrace-export" --store "$work/store" --job "$job" --slog2 "$work/trace.slog2"
+echo "== iotrace-export --chrome $work/trace.json (open it in https://ui.perfetto.dev) and --csv $work/trace.csv"
+"$b/collector/iotrace-export" --store "$work/store" --job "$job" --chrome "$work/trace.json"
+"$b/collector/iotrace-export" --store "$work/store" --job "$job" --csv "$work/trace.csv"
 if [ $serve -eq 1 ]; then
     echo "== the collector keeps serving http://$http/?job=$job (Ctrl-C stops it)"
     wait "$collector" || true

@@ -7,7 +7,8 @@ add_test(NAME analysis.unit COMMAND test_analysis)
 set_tests_properties(analysis.unit PROPERTIES LABELS analysis TIMEOUT 120)
 
 # Events/s through merge, matching and statistics, and memory per call in
-# flight (built, not run as a test; see docs/performance.md).
+# flight (built, not run as a test; see docs/performance.md).  slog2.views
+# uses it to write small stores of a given layout (-d -k).
 add_executable(bench_analysis ${IOTRACE_TEST_DIR}/bench/bench_analysis.c)
 target_link_libraries(bench_analysis PRIVATE iotrace-exportlib)
 

@@ -27,3 +27,11 @@ set_tests_properties(slog2.writer PROPERTIES LABELS slog2 TIMEOUT 900)
 # docs/performance.md, "SLOG-2 writer").
 add_executable(bench_slog2 ${IOTRACE_TEST_DIR}/bench/bench_slog2.c)
 target_link_libraries(bench_slog2 PRIVATE iotrace-slog2)
+
+# --slog2's line-ID maps as Jumpshot shows them (the first view: one row per
+# rank and per server thread, grouped by node), on stores bench_analysis
+# writes in two layouts.
+add_test(NAME slog2.views
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_slog2_views.py
+          --export=$<TARGET_FILE:iotrace-export> --bench-analysis=$<TARGET_FILE:bench_analysis>)
+set_tests_properties(slog2.views PROPERTIES LABELS slog2 TIMEOUT 300)

@@ -56,9 +56,10 @@ struct timeline {
     size_t n_lanes;
 };
 
-/* What the line-ID map shows for a line. */
+/* What the line-ID maps show for a line. */
 struct line_info {
     int32_t node, rank, brick, thread, lane;
+    uint32_t tl; /* its timeline, in run.tl */
     uint8_t used;
 };
 
@@ -367,7 +368,8 @@ static int new_line(struct run *s, const struct timeline *t, int32_t *line)
         .rank = !server && p->rank >= 0 ? p->rank : -1,
         .brick = server && producer < s->n_brick_index ? s->brick_index[producer] : -1,
         .thread = tid == UINT32_MAX ? -1 : (int32_t)tid,
-        .lane = (int32_t)t->n_lanes};
+        .lane = (int32_t)t->n_lanes,
+        .tl = (uint32_t)(t - s->tl)};
     *line = (int32_t)s->n_lines++;
     return 0;
 }
@@ -679,17 +681,231 @@ static int on_advanced(void *ctx, int64_t watermark)
     return s->origin_set ? release(s, watermark) : 0;
 }
 
-/* ---- the line-ID map ---------------------------------------------------- */
+/* ---- the line-ID maps --------------------------------------------------- */
 
-static int write_map(struct run *s)
+/* Jumpshot opens the first map of the file, labels each row of its y-axis
+ * with one value of the map as a decimal integer (a map holds no strings
+ * per row), and starts with only the first column unfolded: every line is
+ * drawn on the row of its first value until the user expands the tree
+ * (docs/slog2-format.md, "How Jumpshot shows the maps").  So the first map
+ * gives each timeline one first-column value that reads as its name, with
+ * its lanes folded below it: rank r is r; the t-th thread (in thread-id
+ * order) of brick b is (b + 1) * base + t; a traced process without a rank
+ * is negative.  Rows come in the order of these values, which keeps each
+ * node's rows together as long as every node's ranks are consecutive and
+ * no node runs both ranks and bricks; otherwise the node's number goes in
+ * front, node * scale + that value, so that the rows still group by node. */
+struct tl_row {
+    uint32_t tl; /* in run.tl */
+    int kind;    /* ROW_* */
+    int32_t brick, node;
+    uint32_t producer, tid;
+    int64_t local; /* the value without the node */
+};
+
+enum { ROW_PROCESS, ROW_RANK, ROW_THREAD };
+
+static int cmp_row(const void *a, const void *b, void *ctx)
 {
-    static const char *const columns[] = {"node", "rank", "brick", "thread", "lane"};
+    const struct tl_row *x = a, *y = b;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
+    if (x->kind == ROW_RANK)
+        return cmp_rank(&x->producer, &y->producer, ctx);
+    if (x->kind == ROW_THREAD) {
+        if (x->brick != y->brick)
+            return x->brick < y->brick ? -1 : 1;
+        if (x->tid != y->tid)
+            return x->tid < y->tid ? -1 : 1;
+        return x->producer < y->producer ? -1 : x->producer > y->producer;
+    }
+    const struct xp_data *d = ctx;
+    const struct xp_producer *p = &d->producers[x->producer], *q = &d->producers[y->producer];
+    int c = strcmp(xp_string(&d->nodes, p->node), xp_string(&d->nodes, q->node));
+    return c ? c : p->pid < q->pid ? -1 : p->pid > q->pid;
+}
+
+struct view {
+    int64_t base;  /* of the server threads' values */
+    int64_t scale; /* of the node's number; 0: not used */
+};
+
+static int power_above(int64_t v, int64_t *p)
+{
+    while (*p <= v) {
+        if (*p > INT32_MAX / 10)
+            return -1;
+        *p *= 10;
+    }
+    return 0;
+}
+
+/* Whether rows, in their order, visit every node once. */
+static int grouped_by_node(const struct run *s, const struct tl_row *rows, size_t n)
+{
+    uint8_t *seen = calloc(s->n_node_index + 2, 1);
+    int ok = seen != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        size_t k = (size_t)(rows[i].node + 1);
+        if (i > 0 && rows[i].node == rows[i - 1].node)
+            continue;
+        ok = !seen[k];
+        seen[k] = 1;
+    }
+    free(seen);
+    return ok;
+}
+
+/* The first-column value of every timeline with a used line (code[tl]). */
+static int timeline_codes(struct run *s, int32_t *code, struct view *v)
+{
+    struct tl_row *rows = malloc((s->n_tl + 1) * sizeof *rows);
+    uint8_t *used = calloc(s->n_tl + 1, 1);
+    if (!rows || !used) {
+        free(rows);
+        free(used);
+        return oom(s);
+    }
+    for (size_t i = 0; i < s->n_lines; i++)
+        used[s->lines[i].tl] |= s->lines[i].used;
+    int32_t max_brick = -1, max_node = -1;
+    for (size_t p = 0; p < s->n_brick_index; p++)
+        max_brick = s->brick_index[p] > max_brick ? s->brick_index[p] : max_brick;
+    for (size_t i = 0; i < s->n_node_index; i++)
+        max_node = s->node_index[i] > max_node ? s->node_index[i] : max_node;
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_tl; i++) {
+        if (!used[i])
+            continue;
+        uint32_t producer = (uint32_t)(s->tl[i].key >> 32), tid = (uint32_t)s->tl[i].key;
+        const struct xp_producer *p = &s->d->producers[producer];
+        struct tl_row *r = &rows[n++];
+        *r = (struct tl_row){.tl = (uint32_t)i, .producer = producer, .tid = tid,
+                             .kind = is_server(s->d, producer) ? ROW_THREAD
+                                     : p->rank >= 0           ? ROW_RANK
+                                                              : ROW_PROCESS};
+        /* what the store named only after the numbering goes last */
+        r->brick = producer < s->n_brick_index && s->brick_index[producer] >= 0
+                       ? s->brick_index[producer]
+                       : max_brick + 1;
+        r->node = p->node < s->n_node_index && s->node_index[p->node] >= 0
+                      ? s->node_index[p->node]
+                      : max_node + 1;
+    }
+    qsort_r(rows, n, sizeof *rows, cmp_row, s->d);
+
+    /* Ranks keep their numbers unless two share one (an export of several
+     * jobs): then they are numbered in (job, rank) order. */
+    int by_rank = 1;
+    size_t processes = 0, ranks = 0;
+    int64_t need = 0; /* the largest rank value and thread index, to fit below base */
+    for (size_t i = 0, t = 0; i < n; i++) {
+        struct tl_row *r = &rows[i];
+        if (r->kind == ROW_PROCESS) {
+            processes++;
+        } else if (r->kind == ROW_RANK) {
+            int32_t rank = s->d->producers[r->producer].rank;
+            by_rank &= ranks == 0 || rank > s->d->producers[rows[i - 1].producer].rank;
+            r->local = rank;
+            ranks++;
+        } else {
+            t = i > 0 && rows[i - 1].kind == ROW_THREAD && rows[i - 1].brick == r->brick ? t + 1
+                                                                                        : 0;
+            r->local = (int64_t)t;
+        }
+        need = r->local > need ? r->local : need;
+    }
+    if (!by_rank)
+        need = (int64_t)ranks > need ? (int64_t)ranks : need;
+    v->base = 1000;
+    v->scale = 0;
+    int rc = power_above(need, &v->base);
+    for (size_t i = 0, k = 0; i < n; i++) {
+        struct tl_row *r = &rows[i];
+        if (r->kind == ROW_PROCESS)
+            r->local = -(int64_t)(processes - i); /* processes come first */
+        else if (r->kind == ROW_RANK)
+            r->local = by_rank ? r->local : (int64_t)k++;
+        else
+            r->local += (int64_t)(r->brick + 1) * v->base;
+    }
+    int64_t top = n ? rows[n - 1].local : 0;
+    if (rc == 0 && !grouped_by_node(s, rows, n)) {
+        /* node-major: processes follow the node's threads, values stay >= 0 */
+        for (size_t i = 0; i < n; i++)
+            if (rows[i].kind == ROW_PROCESS)
+                rows[i].local = (int64_t)(max_brick + 2) * v->base + (int64_t)i;
+        top = processes ? (int64_t)(max_brick + 2) * v->base + (int64_t)processes : top;
+        v->scale = 10 * v->base;
+        rc = power_above(top, &v->scale);
+        if (rc == 0 && (int64_t)(max_node + 2) * v->scale > INT32_MAX)
+            rc = -1;
+    }
+    if (rc == 0 && top > INT32_MAX)
+        rc = -1;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        code[rows[i].tl] = (int32_t)(rows[i].local + (int64_t)rows[i].node * v->scale);
+    free(rows);
+    free(used);
+    return rc == 0 ? 0
+                   : fail(s, "%s", "too many nodes, ranks, bricks or threads to number the rows "
+                                   "of Jumpshot's first view");
+}
+
+static int write_map(struct run *s, const char *title, const char *const *columns,
+                     int32_t n_columns, const int32_t *rows, int32_t n)
+{
+    struct iot_slog2_mapdef m = {.title = title, .n_columns = n_columns, .columns = columns,
+                                 .n_rows = n, .rows = rows};
+    return n == 0 || iot_slog2_writer_lineidmap(s->w, &m) == 0
+               ? 0
+               : fail(s, "%s", iot_slog2_writer_error(s->w));
+}
+
+/* The first map, for the eye (above), then one that gives every line all
+ * it stands for, for tools and for folding by node: node, rank, brick,
+ * thread id and lane.  The writer adds the Identity Map last. */
+static int write_maps(struct run *s)
+{
+    static const char *const detail[] = {"node", "rank", "brick", "thread", "lane"};
     enum { W = 6 };
     int32_t *rows = malloc((s->n_lines + 1) * W * sizeof *rows);
-    if (!rows)
+    int32_t *code = malloc((s->n_tl + 1) * sizeof *code);
+    struct view v = {.base = 1000};
+    if (!rows || !code) {
+        free(rows);
+        free(code);
         return oom(s);
+    }
+    int rc = timeline_codes(s, code, &v);
     int32_t n = 0;
-    for (size_t i = 0; i < s->n_lines; i++) {
+    for (size_t i = 0; rc == 0 && i < s->n_lines; i++) {
+        const struct line_info *l = &s->lines[i];
+        if (!l->used)
+            continue;
+        int32_t *row = rows + (size_t)n++ * 3;
+        row[0] = (int32_t)i;
+        row[1] = code[l->tl];
+        row[2] = l->lane;
+    }
+    /* The title is the view menu's entry and the timeline window's title,
+     * the column label is shown under the y-axis and in every popup: they
+     * say how to read the numbers. */
+    char title[160], first[96];
+    long long b = (long long)v.base, m = (long long)v.scale;
+    if (m) {
+        snprintf(title, sizeof title,
+                 "iotrace: %lld*node + (rank r, or %lld*(b+1)+t for brick b thread t)", m, b);
+        snprintf(first, sizeof first, "%lld*node + (rank, or %lld*(brick+1)+thread)", m, b);
+    } else {
+        snprintf(title, sizeof title, "iotrace: rank r, brick b thread t = %lld*(b+1)+t", b);
+        snprintf(first, sizeof first, "rank, or %lld*(brick+1)+thread", b);
+    }
+    const char *const columns[] = {first, "lane"};
+    if (rc == 0)
+        rc = write_map(s, title, columns, 2, rows, n);
+    n = 0;
+    for (size_t i = 0; rc == 0 && i < s->n_lines; i++) {
         const struct line_info *l = &s->lines[i];
         if (!l->used)
             continue;
@@ -701,13 +917,10 @@ static int write_map(struct run *s)
         row[4] = l->thread;
         row[5] = l->lane;
     }
-    struct iot_slog2_mapdef m = {.title = "iotrace: node, rank or brick, thread, lane",
-                                 .n_columns = W - 1, .columns = columns, .n_rows = n,
-                                 .rows = rows};
-    int rc = n == 0 || iot_slog2_writer_lineidmap(s->w, &m) == 0
-                 ? 0
-                 : fail(s, "%s", iot_slog2_writer_error(s->w));
+    if (rc == 0)
+        rc = write_map(s, "iotrace: node, rank or brick, thread, lane", detail, W - 1, rows, n);
     free(rows);
+    free(code);
     s->r->lines = (uint32_t)n;
     return rc;
 }
@@ -778,7 +991,7 @@ int xp_slog2(struct xp_data *d, const struct xp_slog2_options *o, struct xp_slog
                  ? fail(&s, "job '%s' has no events in the store", o->job_name)
                  : fail(&s, "nothing to draw%s", s.origin_set ? " in the time window and layers chosen" : "");
     if (rc == 0)
-        rc = write_map(&s);
+        rc = write_maps(&s);
     if (rc == 0)
         rc = close_file(&s);
     if (s.w)

@@ -1,7 +1,8 @@
 /* Throughput and memory of the analysis pipeline (collector/analysis*.c).
  *
  *   bench_analysis [-n EVENTS] [-r RANKS] [-S SERVERS] [-b BATCH] [-l LATENESS_MS]
- *                  [-g GRACE_MS] [-d STORE_DIR [-k]]
+ *                  [-g GRACE_MS] [-p RANKS_PER_NODE] [-s SERVERS_PER_NODE] [-t THREADS]
+ *                  [-c] [-d STORE_DIR [-k]]
  *
  * Generates EVENTS (default 10 M) synthetic events of one job: RANKS
  * (default 16, 4 per node) issue MPI-IO calls back to back, each write with
@@ -12,7 +13,10 @@
  * node's own clock (offsets of milliseconds) into per-producer buffers the
  * way the client library fills them (a call after the POSIX calls it made,
  * since it is recorded when it returns) and handed over BATCH (default 256)
- * at a time, interleaving producers.
+ * at a time, interleaving producers.  -p, -s and -t change the layout:
+ * ranks per node, servers per storage node, threads per server (default 4,
+ * 1, 1); -c runs the servers on the ranks' nodes instead.  The tests use
+ * them for small stores of a given shape (tests/integration/test_slog2_views.py).
  *
  * Without -d, in one thread: clock alignment (iot_clockmap_map), merge,
  * matching and statistics; the time of the generator alone is measured in a
@@ -44,7 +48,6 @@
 
 #define T0 1700000000000000000ll
 #define US 1000ll
-#define RANKS_PER_NODE 4
 #define ROUND_NS (40 * US)
 #define COLL_EVERY 16
 #define BLOCK 65536u
@@ -53,6 +56,7 @@
 struct bench {
     uint64_t n;
     int ranks, servers, batch, keep;
+    int per_node, per_storage, threads, converged;
     int64_t lateness, grace;
     const char *store;
 };
@@ -72,7 +76,7 @@ typedef int (*flush_fn)(struct gen *g, struct source *s);
 struct gen {
     const struct bench *b;
     struct source *src; /* ranks, then servers */
-    int n_src, n_nodes;
+    int n_src, n_nodes, rank_nodes;
     uint64_t emitted;
     int64_t newest; /* newest end time generated, collector clock */
     flush_fn flush;
@@ -114,7 +118,9 @@ static int gen_init(struct gen *g, const struct bench *b, flush_fn flush, void *
 {
     *g = (struct gen){.b = b, .flush = flush, .ctx = ctx};
     g->n_src = b->ranks + b->servers;
-    g->n_nodes = (b->ranks + RANKS_PER_NODE - 1) / RANKS_PER_NODE + b->servers;
+    g->rank_nodes = (b->ranks + b->per_node - 1) / b->per_node;
+    g->n_nodes = g->rank_nodes +
+                 (b->converged ? 0 : (b->servers + b->per_storage - 1) / b->per_storage);
     if (!(g->src = calloc((size_t)g->n_src, sizeof *g->src)))
         return -1;
     for (int i = 0; i < g->n_src; i++) {
@@ -122,7 +128,10 @@ static int gen_init(struct gen *g, const struct bench *b, flush_fn flush, void *
         s->id = (uint32_t)i;
         s->is_server = i >= b->ranks;
         s->rank = s->is_server ? -1 : i;
-        s->node = s->is_server ? (g->n_nodes - b->servers) + (i - b->ranks) : i / RANKS_PER_NODE;
+        int j = i - b->ranks; /* the server's number */
+        s->node = !s->is_server  ? i / b->per_node
+                  : b->converged ? j % g->rank_nodes
+                                 : g->rank_nodes + j / b->per_storage;
         if (!(s->v = calloc((size_t)b->batch + 1, sizeof *s->v)))
             return -1;
     }
@@ -154,20 +163,21 @@ static int add(struct gen *g, struct source *s, struct xp_event ev)
     return rc;
 }
 
-static struct xp_event disk_op(uint64_t callid, int64_t t, uint64_t bytes)
+static struct xp_event disk_op(uint64_t callid, int64_t t, uint64_t bytes, uint32_t tid)
 {
     return (struct xp_event){.kind = XP_DISK, .func = IOT_F_DISK_writev, .callid = callid,
                              .file = 0xD15C, .bytes = bytes, .ret = (int64_t)bytes,
-                             .t_start = t, .t_end = t + 8 * US, .tid = 7};
+                             .t_start = t, .t_end = t + 8 * US, .tid = tid};
 }
 
 static int replicas(struct gen *g, uint64_t callid, uint64_t key, int64_t t)
 {
     int s1 = (int)(key % (uint64_t)g->b->servers), s2 = (s1 + 1) % g->b->servers;
     struct source *srv = &g->src[g->b->ranks];
-    if (add(g, &srv[s1], disk_op(callid, t, BLOCK)) < 0)
+    uint32_t tid = 7 + (uint32_t)(key % (uint64_t)g->b->threads);
+    if (add(g, &srv[s1], disk_op(callid, t, BLOCK, tid)) < 0)
         return -1;
-    return g->b->servers > 1 ? add(g, &srv[s2], disk_op(callid, t + US, BLOCK)) : 0;
+    return g->b->servers > 1 ? add(g, &srv[s2], disk_op(callid, t + US, BLOCK, tid)) : 0;
 }
 
 /* One call of rank r in round k: its pwrite, its disk operations, then the
@@ -175,7 +185,7 @@ static int replicas(struct gen *g, uint64_t callid, uint64_t key, int64_t t)
 static int one_call(struct gen *g, int r, uint64_t k)
 {
     struct source *s = &g->src[r];
-    int coll = k % COLL_EVERY == COLL_EVERY - 1, aggregator = r % RANKS_PER_NODE == 0;
+    int coll = k % COLL_EVERY == COLL_EVERY - 1, aggregator = r % g->b->per_node == 0;
     int64_t t = T0 + (int64_t)k * ROUND_NS + (r % 5) * US, dur = (20 + (int64_t)(k * r % 7)) * US;
     uint64_t callid = (uint64_t)r << 40 | (k + 1);
     if (!coll || aggregator) {
@@ -380,7 +390,7 @@ static iot_producer producer_of(const struct source *s, char *node, size_t len, 
     snprintf(node, len, "node%d", s->node);
     server[0] = '\0';
     if (s->is_server)
-        snprintf(server, slen, "node%d:/brick", s->node);
+        snprintf(server, slen, "node%d:/bricks/b%u", s->node, s->id);
     p.node = node, p.pid = 1000 + s->id, p.start_time_ns = 1, p.rank = s->rank;
     p.kind = s->is_server ? IOTRACE__PRODUCER_KIND__PRODUCER_SERVER
                           : IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT;
@@ -521,9 +531,10 @@ static int remove_store(const char *dir)
 static int parse_args(int argc, char **argv, struct bench *b)
 {
     *b = (struct bench){.n = 10000000, .ranks = 16, .servers = 4, .batch = 256,
-                        .lateness = 50 * 1000000ll, .grace = 50 * 1000000ll};
+                        .lateness = 50 * 1000000ll, .grace = 50 * 1000000ll,
+                        .per_node = 4, .per_storage = 1, .threads = 1};
     int c;
-    while ((c = getopt(argc, argv, "n:r:S:b:l:g:d:k")) != -1) {
+    while ((c = getopt(argc, argv, "n:r:S:b:l:g:p:s:t:cd:k")) != -1) {
         switch (c) {
         case 'n': b->n = strtoull(optarg, NULL, 10); break;
         case 'r': b->ranks = atoi(optarg); break;
@@ -531,12 +542,19 @@ static int parse_args(int argc, char **argv, struct bench *b)
         case 'b': b->batch = atoi(optarg); break;
         case 'l': b->lateness = atoll(optarg) * 1000000ll; break;
         case 'g': b->grace = atoll(optarg) * 1000000ll; break;
+        case 'p': b->per_node = atoi(optarg); break;
+        case 's': b->per_storage = atoi(optarg); break;
+        case 't': b->threads = atoi(optarg); break;
+        case 'c': b->converged = 1; break;
         case 'd': b->store = optarg; break;
         case 'k': b->keep = 1; break;
         default: return -1;
         }
     }
-    return optind == argc && b->ranks > 0 && b->servers > 0 && b->batch > 0 && b->n > 0 ? 0 : -1;
+    return optind == argc && b->ranks > 0 && b->servers > 0 && b->batch > 0 && b->n > 0 &&
+                   b->per_node > 0 && b->per_storage > 0 && b->threads > 0
+               ? 0
+               : -1;
 }
 
 int main(int argc, char **argv)
@@ -544,7 +562,9 @@ int main(int argc, char **argv)
     struct bench b;
     if (parse_args(argc, argv, &b) < 0) {
         fprintf(stderr, "usage: %s [-n EVENTS] [-r RANKS] [-S SERVERS] [-b BATCH] "
-                        "[-l LATENESS_MS] [-g GRACE_MS] [-d STORE_DIR [-k]]\n", argv[0]);
+                        "[-l LATENESS_MS] [-g GRACE_MS] [-p RANKS_PER_NODE] "
+                        "[-s SERVERS_PER_NODE] [-t THREADS] [-c] [-d STORE_DIR [-k]]\n",
+                argv[0]);
         return 2;
     }
     printf("%llu events, %d ranks, %d servers, batches of %d, lateness %lld ms, grace %lld ms\n",

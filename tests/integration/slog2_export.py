@@ -7,7 +7,9 @@ colour of their arrows, and an arrow of the right category and colour from
 each MPI-IO call to each disk operation that carried its CallID, from the
 call's start on its rank's timeline to the operation's start on its server
 thread's, as many arrows as there are call -> disk operation pairs in the
-JSON Lines."""
+JSON Lines; and Jumpshot's first view (check_first_view) one row per rank
+and per server thread, grouped by node, labelled by rank or by brick and
+thread."""
 import collections
 import re
 import subprocess
@@ -19,6 +21,13 @@ DRAW_RE = re.compile(r'^drawable ID\((\d+),(\d+)\) \w+ \d+ Primitive cat=(-?\d+)
                      r'TimeBBox\(([^,]+),([^)]+)\) \[([^\]]*)\] bsize=\d+ info="([^"]*)"')
 VERTEX_RE = re.compile(r'\(([^,]+), (-?\d+)\)')
 MAP_RE = re.compile(r'^lineid map=(\d+) line=(-?\d+) values=\[([^\]]*)\]')
+MAPHEAD_RE = re.compile(r'^lineidmap (\d+) title="([^"]*)" columns=\[(.*)\] rows=')
+# The first map's title: "rank r, brick b thread t = BASE*(b+1)+t", or with
+# the node in front when that order would not group the rows by node.
+FIRST_TITLE_RE = re.compile(r'^iotrace: (?:rank r, brick b thread t = (\d+)\*\(b\+1\)\+t|'
+                            r'(\d+)\*node \+ \(rank r, or (\d+)\*\(b\+1\)\+t for brick b '
+                            r'thread t\))$')
+DETAIL_TITLE = "iotrace: node, rank or brick, thread, lane"
 HEADER_RE = re.compile(r'MaxTreeDepth=(\d+)')
 
 
@@ -36,6 +45,7 @@ class Dump:
             fail(f"--dump-slog2 {path} exited {res.returncode}: {res.stderr}\n"
                  + "\n".join(l for l in res.stdout.splitlines() if l.startswith("violation"))[:3000])
         self.categories, self.drawables, self.maps = {}, [], collections.defaultdict(dict)
+        self.map_heads = {}  # map number -> (title, column labels)
         self.depth = None
         for line in res.stdout.splitlines():
             if line.startswith("header"):
@@ -47,6 +57,8 @@ class Dump:
                 verts = [(float(t), int(l)) for t, l in VERTEX_RE.findall(m.group(7))]
                 self.drawables.append({"cat": int(m.group(3)), "topo": m.group(4),
                                        "verts": verts, "info": m.group(8)})
+            elif m := MAPHEAD_RE.match(line):
+                self.map_heads[int(m.group(1))] = (m.group(2), re.findall(r'"([^"]*)"', m.group(3)))
             elif m := MAP_RE.match(line):
                 self.maps[int(m.group(1))][int(m.group(2))] = [int(v) for v in m.group(3).split(",")]
         if not res.stdout.rstrip().splitlines()[-1].endswith("violations=0"):
@@ -64,6 +76,83 @@ class Dump:
             if rows and len(next(iter(rows.values()))) == 5:
                 return rows
         fail("no line-ID map with node, rank, brick, thread, lane")
+
+
+def check_first_view(dump, label="--slog2"):
+    """Jumpshot opens the file's first line-ID map, shows one row per value
+    of its first column (the lanes, its second column, folded below) and
+    labels the row with that integer.  That map must give every rank and
+    every server thread one row of its own, rank r labelled r and the t-th
+    thread (by thread id) of brick b labelled BASE*(b+1)+t, the rows
+    grouped by node in the order of the labels; and only when that order
+    would split a node, every label gets SCALE*node in front.  The map
+    after it gives each line its node, rank, brick, thread id and lane, and
+    the Identity Map comes last.  For an export of one job (ranks are
+    numbered in (job, rank) order only when two share a number).  Returns
+    (mode, rows) for the caller's message: mode "rank" or "node"."""
+    heads = dump.map_heads
+    if len(heads) != 3 or heads[3] != ("Identity Map", ["LineID"]):
+        fail(f"{label}: want the first view, the detail map and the Identity Map, got {heads}")
+    title, columns = heads[1]
+    m = FIRST_TITLE_RE.match(title)
+    if not m:
+        fail(f"{label}: the first map is {title!r}, not iotrace's first view")
+    base, scale = int(m.group(1) or m.group(3)), int(m.group(2) or 0)
+    want_cols = [f"{scale}*node + (rank, or {base}*(brick+1)+thread)" if scale
+                 else f"rank, or {base}*(brick+1)+thread", "lane"]
+    want_detail = (DETAIL_TITLE, ["node", "rank", "brick", "thread", "lane"])
+    if columns != want_cols or heads[2] != want_detail:
+        fail(f"{label}: map columns {heads[1]}, {heads[2]}")
+    first, detail = dump.maps[1], dump.maps[2]
+    if set(first) != set(detail) or set(first) != set(dump.maps[3]):
+        fail(f"{label}: the maps list different lines")
+
+    # What each row should be called, from the detail map.  Traced
+    # processes without a rank (rank and brick -1) cannot be told apart
+    # there when they share a node: they are only checked to come first
+    # (negative labels), or after their node's threads.
+    timelines = {tuple(v[:4]) for v in detail.values()}   # (node, rank, brick, thread)
+    threads = collections.defaultdict(list)
+    for node, rank, brick, tid in timelines:
+        if brick >= 0:
+            threads[brick].append(tid)
+    top = base * (max(threads, default=-1) + 2)  # above every brick's labels
+
+    def local(t):
+        node, rank, brick, tid = t
+        if brick >= 0:
+            return base * (brick + 1) + sorted(threads[brick]).index(tid)
+        return rank if rank >= 0 else None
+    known = sorted((t for t in timelines if local(t) is not None), key=local)
+    # processes first, by node (the exporter sorts them by node name, as the
+    # node numbers are), then ranks and brick threads by label
+    order = [t[0] for t in sorted(timelines, key=lambda t: (
+        local(t) is not None, t[0] if local(t) is None else local(t)))]
+    runs = [n for i, n in enumerate(order) if i == 0 or n != order[i - 1]]
+    if (len(runs) != len(set(runs))) != bool(scale):
+        fail(f"{label}: the node goes in front of the labels only when the order of ranks, then "
+             f"brick threads splits a node: scale {scale}, nodes in that order {order}")
+    label_of = {}
+    for line, (value, lane) in first.items():
+        t = tuple(detail[line][:4])
+        want = local(t)
+        ok = (value == scale * t[0] + want if want is not None
+              else scale * t[0] + top <= value < scale * (t[0] + 1) if scale else value < 0)
+        if not ok or lane != detail[line][4]:
+            fail(f"{label}: line {line} ({t}, lane {detail[line][4]}) is row {value} lane {lane}, "
+                 f"want row {want if want is None else scale * t[0] + want}")
+        label_of.setdefault(value, set()).add(t)
+    if any(len(v) != 1 for v in label_of.values()) or \
+            len({next(iter(v)) for v in label_of.values()} & set(known)) != len(known):
+        fail(f"{label}: rows {label_of} are not one per rank and per server thread")
+    nodes = [next(iter(label_of[v]))[0] for v in sorted(label_of)]
+    runs = [n for i, n in enumerate(nodes) if i == 0 or n != nodes[i - 1]]
+    if len(runs) != len(set(runs)):
+        fail(f"{label}: rows in label order visit nodes {runs}: not grouped by node")
+    for d in dump.drawables:
+        if any(line not in first for _, line in d["verts"]):
+            fail(f"{label}: a drawable on a line the first view lacks: {d}")
+    return ("node" if scale else "rank"), sorted(label_of)
 
 
 def export_slog2(export, store, path, *args):
@@ -166,6 +255,9 @@ def check(export, store, jsonl, job, tmp, label):
              f"{list((want_arrows - got_arrows).items())[:3]}, extra "
              f"{list((got_arrows - want_arrows).items())[:3]}")
     per_kind = collections.Counter(k[0] for k in want_arrows.elements())
+    mode, rows = check_first_view(dump, label)
+    print(f"ok: {label}: Jumpshot's first view: {len(rows)} rows labelled {rows} "
+          f"({'node in front' if mode == 'node' else 'ranks, then brick threads'})")
     print(f"ok: {label}: {len(states)} states, {len(arrows)} arrows "
           f"({', '.join(f'{n} {k}' for k, n in sorted(per_kind.items()))}) = call -> disk "
           f"operation pairs in --jsonl; {summary.strip().split('; ')[1]}")

@@ -10,3 +10,10 @@ add_test(NAME replay.local
           --replay=$<TARGET_FILE:iotrace-replay> --known-app=$<TARGET_FILE:known_io>
           --producer=$<TARGET_FILE:iotrace-producer>)
 set_tests_properties(replay.local PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
+
+# From a distribute GlusterFS volume onto a replica and a disperse one
+# (bricks on fixed ports: run alone, like the other gluster.* tests).
+if(TARGET xlator-iotrace-client)
+  iotrace_gluster_test(replay.gluster_volumes test_replay_gluster.py 600
+                       --replay=$<TARGET_FILE:iotrace-replay> --known-app=$<TARGET_FILE:known_io>)
+endif()

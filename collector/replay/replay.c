@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -702,6 +703,10 @@ static int make_plan(struct rp_plan *p, char *msg, size_t len)
         describe_losses(p, msg, len);
         return 1;
     }
+    if (p->skipped_helpers)
+        fprintf(stderr, "%s: warning: %llu events of processes without an MPI rank in job '%s' "
+                "are not replayed\n", spec.program, (unsigned long long)p->skipped_helpers,
+                opt_job);
     if (p->n_ranks != (uint32_t)nprocs) {
         snprintf(msg, len, "job '%s' has %u ranks (0 to %u); run iotrace-replay under "
                  "mpiexec -n %u (this run has %d processes)", opt_job, p->n_ranks,
@@ -723,6 +728,21 @@ static int make_plan(struct rp_plan *p, char *msg, size_t len)
                 return 1;
             }
         }
+    }
+    /* MPI-IO files exist before the ranks open them: GlusterFS's FUSE client
+     * turns direct I/O off for a file several processes open while it is
+     * being created (docs/gluster.md), and the page cache would then answer
+     * the replay's reads.  By system call, so that a traced replay does not
+     * record this preparation as the job's I/O. */
+    for (size_t h = 0; h < p->n_handles; h++) {
+        long fd = syscall(SYS_openat, AT_FDCWD, p->paths[p->handle_path[h]], O_WRONLY | O_CREAT,
+                          0644);
+        if (fd < 0) {
+            snprintf(msg, len, "cannot create %s: %s", p->paths[p->handle_path[h]],
+                     strerror(errno));
+            return 1;
+        }
+        syscall(SYS_close, fd);
     }
     return 0;
 }

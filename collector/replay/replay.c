@@ -267,10 +267,14 @@ static int complete(struct state *s, const struct rp_op *o, size_t n)
             ret = MPI_Waitany((int)k, reqs, &idx, MPI_STATUS_IGNORE);
         break;
     case IOT_F_MPIIO_MPI_Waitsome:
-        for (size_t done = 0; done < k && ret == MPI_SUCCESS; done += (size_t)outc)
-            if ((ret = MPI_Waitsome((int)k, reqs, &outc, ix, sts)) != MPI_SUCCESS ||
-                outc == MPI_UNDEFINED)
+    case IOT_F_MPIIO_MPI_Testsome: /* until all are done: records are per request */
+        for (size_t done = 0; done < k && ret == MPI_SUCCESS; done += (size_t)outc) {
+            ret = o->func == IOT_F_MPIIO_MPI_Waitsome
+                      ? MPI_Waitsome((int)k, reqs, &outc, ix, sts)
+                      : MPI_Testsome((int)k, reqs, &outc, ix, sts);
+            if (ret != MPI_SUCCESS || outc == MPI_UNDEFINED)
                 break;
+        }
         break;
     /* A Test that completes nothing is not recorded: only the one that did. */
     case IOT_F_MPIIO_MPI_Test:
@@ -286,12 +290,6 @@ static int complete(struct state *s, const struct rp_op *o, size_t n)
         for (size_t i = 0; i < k && ret == MPI_SUCCESS; i++)
             for (flag = 0; !flag && ret == MPI_SUCCESS;)
                 ret = MPI_Testany((int)k, reqs, &idx, &flag, MPI_STATUS_IGNORE);
-        break;
-    case IOT_F_MPIIO_MPI_Testsome:
-        for (size_t done = 0; done < k && ret == MPI_SUCCESS; done += (size_t)outc)
-            if ((ret = MPI_Testsome((int)k, reqs, &outc, ix, sts)) != MPI_SUCCESS ||
-                outc == MPI_UNDEFINED)
-                break;
         break;
     default:
         break;
@@ -641,7 +639,8 @@ static char *pack_shared(const struct rp_plan *p, size_t *len)
         return NULL;
     uint32_t hdr[2] = {(uint32_t)p->n_handles, (uint32_t)p->n_paths};
     memcpy(w, hdr, sizeof hdr), w += sizeof hdr;
-    memcpy(w, p->handle_path, p->n_handles * sizeof(uint32_t)), w += p->n_handles * sizeof(uint32_t);
+    size_t hp = p->n_handles * sizeof(uint32_t);
+    memcpy(w, p->handle_path, hp), w += hp;
     memcpy(w, p->members, p->n_handles * p->n_ranks), w += p->n_handles * p->n_ranks;
     memcpy(w, p->extent, p->n_paths * sizeof(uint64_t)), w += p->n_paths * sizeof(uint64_t);
     for (size_t i = 0; i < p->n_paths; i++) {
@@ -837,17 +836,22 @@ static void text_rank(const char *who, const struct rank_stat *s)
     }
 }
 
+static void set_u64(json_t *o, const char *key, uint64_t v)
+{
+    json_object_set_new(o, key, json_integer((json_int_t)v));
+}
+
 static json_t *json_stat(const struct rank_stat *s, int rank_no)
 {
     json_t *o = json_object(), *fs = json_array(), *sk = json_object();
     if (rank_no >= 0)
         json_object_set_new(o, "rank", json_integer(rank_no));
-    json_object_set_new(o, "original_ns", json_integer((json_int_t)s->orig_ns));
-    json_object_set_new(o, "replayed_ns", json_integer((json_int_t)s->replay_ns));
-    json_object_set_new(o, "compute_ns", json_integer((json_int_t)s->compute_ns));
-    json_object_set_new(o, "added_seeks", json_integer((json_int_t)s->added_seeks));
-    json_object_set_new(o, "added_waits", json_integer((json_int_t)s->added_waits));
-    json_object_set_new(o, "failed", json_integer((json_int_t)s->errors));
+    set_u64(o, "original_ns", s->orig_ns);
+    set_u64(o, "replayed_ns", s->replay_ns);
+    set_u64(o, "compute_ns", s->compute_ns);
+    set_u64(o, "added_seeks", s->added_seeks);
+    set_u64(o, "added_waits", s->added_waits);
+    set_u64(o, "failed", s->errors);
     for (int k = 1; k < RP_SKIP_REASONS; k++)
         json_object_set_new(sk, rp_skip_names[k], json_integer((json_int_t)s->skipped[k]));
     json_object_set_new(o, "not_replayed", sk);
@@ -857,12 +861,12 @@ static json_t *json_stat(const struct rank_stat *s, int rank_no)
             continue;
         json_t *j = json_object();
         json_object_set_new(j, "func", json_string(iot_func_name((unsigned)f)));
-        json_object_set_new(j, "calls", json_integer((json_int_t)x->calls));
-        json_object_set_new(j, "bytes", json_integer((json_int_t)x->bytes));
-        json_object_set_new(j, "original_ns", json_integer((json_int_t)x->orig_ns));
-        json_object_set_new(j, "replayed_calls", json_integer((json_int_t)x->replayed));
-        json_object_set_new(j, "replayed_bytes", json_integer((json_int_t)x->replay_bytes));
-        json_object_set_new(j, "replayed_ns", json_integer((json_int_t)x->replay_ns));
+        set_u64(j, "calls", x->calls);
+        set_u64(j, "bytes", x->bytes);
+        set_u64(j, "original_ns", x->orig_ns);
+        set_u64(j, "replayed_calls", x->replayed);
+        set_u64(j, "replayed_bytes", x->replay_bytes);
+        set_u64(j, "replayed_ns", x->replay_ns);
         json_array_append_new(fs, j);
     }
     json_object_set_new(o, "functions", fs);

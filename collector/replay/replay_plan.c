@@ -348,20 +348,26 @@ static int pick_posix(struct rp_plan *p, const char *posix_under)
 
 /* ---- handles -------------------------------------------------------------------- */
 
-struct open_key {
-    uint32_t path, nth, rank;
-    size_t op;
+/* Sort keys of the handle and collective tables: (path, nth open) and
+ * (handle, sequence number), then rank. */
+struct rp_key {
+    uint32_t major, minor, rank;
 };
 
-static int cmp_open(const void *pa, const void *pb)
+static int cmp_key(const void *pa, const void *pb)
 {
-    const struct open_key *a = pa, *b = pb;
-    if (a->path != b->path)
-        return a->path < b->path ? -1 : 1;
-    if (a->nth != b->nth)
-        return a->nth < b->nth ? -1 : 1;
+    const struct rp_key *a = pa, *b = pb;
+    if (a->major != b->major)
+        return a->major < b->major ? -1 : 1;
+    if (a->minor != b->minor)
+        return a->minor < b->minor ? -1 : 1;
     return a->rank < b->rank ? -1 : a->rank > b->rank;
 }
+
+struct open_key {
+    struct rp_key k; /* path, nth open of it, rank */
+    size_t op;
+};
 
 /* The nth MPI_File_open of a path on each rank is one handle, shared by the
  * ranks that have it: which communicator opened it is not recorded, and
@@ -384,20 +390,21 @@ static int assign_handles(struct rp_plan *p)
                 continue;
             if (iot_grow((void **)&keys, &cap, n + 1, sizeof *keys, 64) < 0)
                 goto out;
-            keys[n++] = (struct open_key){o->handle, count[o->handle]++, r, i};
+            keys[n++] = (struct open_key){{o->handle, count[o->handle]++, r}, i};
         }
     }
-    qsort(keys, n, sizeof *keys, cmp_open);
+    qsort(keys, n, sizeof *keys, cmp_key);
     p->handle_path = calloc(n + 1, sizeof *p->handle_path);
     p->members = calloc((n + 1) * (p->n_ranks ? p->n_ranks : 1), 1);
     if (!p->handle_path || !p->members)
         goto out;
     for (size_t i = 0; i < n; i++) {
-        if (i == 0 || keys[i - 1].path != keys[i].path || keys[i - 1].nth != keys[i].nth)
-            p->handle_path[p->n_handles++] = keys[i].path;
+        const struct rp_key *k = &keys[i].k, *prev = i ? &keys[i - 1].k : NULL;
+        if (!prev || prev->major != k->major || prev->minor != k->minor)
+            p->handle_path[p->n_handles++] = k->major;
         uint32_t h = (uint32_t)p->n_handles - 1;
-        p->members[(size_t)h * p->n_ranks + keys[i].rank] = 1;
-        p->ops[keys[i].rank][keys[i].op].coll_seq = h; /* parked until the walk below */
+        p->members[(size_t)h * p->n_ranks + k->rank] = 1;
+        p->ops[k->rank][keys[i].op].coll_seq = h; /* parked until the walk below */
     }
     /* Every other MPI-IO call names its file, and so the handle last opened
      * on it by its rank. */
@@ -492,20 +499,10 @@ static void infer_positions(struct rp_plan *p, uint32_t r, struct seg *s)
 }
 
 struct coll_key {
-    uint32_t handle, seq, rank;
+    struct rp_key k; /* handle, sequence number, rank */
     int64_t offset;
     struct rp_op *op;
 };
-
-static int cmp_coll(const void *pa, const void *pb)
-{
-    const struct coll_key *a = pa, *b = pb;
-    if (a->handle != b->handle)
-        return a->handle < b->handle ? -1 : 1;
-    if (a->seq != b->seq)
-        return a->seq < b->seq ? -1 : 1;
-    return a->rank < b->rank ? -1 : a->rank > b->rank;
-}
 
 static size_t members_of(const struct rp_plan *p, uint32_t h)
 {
@@ -533,15 +530,16 @@ static int settle_collectives(struct rp_plan *p)
                 continue;
             if (iot_grow((void **)&keys, &cap, n + 1, sizeof *keys, 256) < 0)
                 return -1;
-            keys[n++] = (struct coll_key){o->handle, o->coll_seq, r, o->offset, o};
+            keys[n++] = (struct coll_key){{o->handle, o->coll_seq, r}, o->offset, o};
         }
-    qsort(keys, n, sizeof *keys, cmp_coll);
+    qsort(keys, n, sizeof *keys, cmp_key);
     for (size_t i = 0, j; i < n; i = j) {
         int64_t low = -1;
-        for (j = i; j < n && keys[j].handle == keys[i].handle && keys[j].seq == keys[i].seq; j++)
+        const struct rp_key *first = &keys[i].k;
+        for (j = i; j < n && keys[j].k.major == first->major && keys[j].k.minor == first->minor; j++)
             if (keys[j].offset >= 0 && (low < 0 || keys[j].offset < low))
                 low = keys[j].offset;
-        int whole = j - i == members_of(p, keys[i].handle);
+        int whole = j - i == members_of(p, keys[i].k.major);
         for (size_t k = i; k < j; k++) {
             if (!whole)
                 keys[k].op->skip = RP_SKIP_INCOMPLETE;

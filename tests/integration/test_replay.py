@@ -159,8 +159,8 @@ def main():
         d.wait_for(lambda ev: any(e["kind"] == "drop" for e in ev), job="lossy")
         r = run_replay(bins, d, "lossy", os.path.join(d.tmp, "lossy"), "lossy-replay", nprocs=1,
                        preload=False)
-        if r.returncode != 1 or not re.search(r"incomplete: \d+ events were lost \(rank 0: \d+ lost",
-                                              r.stderr):
+        lost = r"incomplete: \d+ events were lost \(rank 0: \d+ lost"
+        if r.returncode != 1 or not re.search(lost, r.stderr):
             fail(f"lossy job: exit {r.returncode}, {r.stderr!r}")
         print("refused:", r.stderr.strip().splitlines()[-1][:300])
         r = run_replay(bins, d, "lossy", os.path.join(d.tmp, "lossy"), "lossy-replay", nprocs=1,

@@ -104,7 +104,8 @@ def main():
                     if tot["failed"] or tot["added_seeks"]:
                         fail(f"{key} onto {kind}: {json.dumps(tot)[:600]}")
                     print(f"ok: {key} replayed onto {kind}: {calls} calls alike; replay "
-                          f"{tot['replayed_ns'] / 1e6:.1f} ms against {tot['original_ns'] / 1e6:.1f} ms")
+                          f"{tot['replayed_ns'] / 1e6:.1f} ms against "
+                          f"{tot['original_ns'] / 1e6:.1f} ms")
                     show(f"{key} on {kind} (replay)", dep, new_job)
                     _, amp, rows, _ = summary(dep, new_job)
                     # Replica 2 writes twice what is asked, reads it once.

@@ -181,7 +181,8 @@ static int fill_ops(struct rp_plan *p, const struct xp_data *d, struct collected
             return -1;
         p->n_ops[r] = 0;
     }
-    qsort(c->v, c->n, sizeof *c->v, cmp_op);
+    if (c->n)
+        qsort(c->v, c->n, sizeof *c->v, cmp_op);
     for (size_t i = 0; i < c->n; i++) {
         const struct xp_event *ev = &c->v[i];
         int32_t rank = d->producers[ev->producer].rank;
@@ -289,18 +290,21 @@ static int map_paths(struct rp_plan *p, const char *target)
                 p->extent[o->handle] = (uint64_t)o->offset + o->bytes;
         }
     size_t dir = common_dir(p, used, 1);
-    free(used);
     size_t tlen = strlen(target);
     while (tlen > 1 && target[tlen - 1] == '/')
         tlen--;
     for (size_t i = 0; i < p->n_paths; i++) {
-        const char *rest = i ? p->orig_paths[i] + dir : "";
+        /* A file nothing replays need not share the others' directory. */
+        const char *rest = !i ? "" : used[i] ? p->orig_paths[i] + dir : p->orig_paths[i];
         size_t n = tlen + strlen(rest) + 2;
         p->paths[i] = malloc(n);
-        if (!p->paths[i])
+        if (!p->paths[i]) {
+            free(used);
             return -1;
+        }
         snprintf(p->paths[i], n, "%.*s%s%s", (int)tlen, target, rest[0] == '/' ? "" : "/", rest);
     }
+    free(used);
     return 0;
 }
 
@@ -393,7 +397,8 @@ static int assign_handles(struct rp_plan *p)
             keys[n++] = (struct open_key){{o->handle, count[o->handle]++, r}, i};
         }
     }
-    qsort(keys, n, sizeof *keys, cmp_key);
+    if (n) /* qsort wants an array, even of nothing */
+        qsort(keys, n, sizeof *keys, cmp_key);
     p->handle_path = calloc(n + 1, sizeof *p->handle_path);
     p->members = calloc((n + 1) * (p->n_ranks ? p->n_ranks : 1), 1);
     if (!p->handle_path || !p->members)
@@ -532,7 +537,8 @@ static int settle_collectives(struct rp_plan *p)
                 return -1;
             keys[n++] = (struct coll_key){{o->handle, o->coll_seq, r}, o->offset, o};
         }
-    qsort(keys, n, sizeof *keys, cmp_key);
+    if (n) /* qsort wants an array, even of nothing */
+        qsort(keys, n, sizeof *keys, cmp_key);
     for (size_t i = 0, j; i < n; i = j) {
         int64_t low = -1;
         const struct rp_key *first = &keys[i].k;

@@ -3,7 +3,7 @@
 #
 #   iotrace-agent          the node agent, its unit and configuration
 #   iotrace-collector      the collector and iotrace-export, the dashboard, the docs
-#   libiotrace-client      the preloaded library
+#   libiotrace-client      the preloaded library, and iotrace-replay (an MPI program)
 #   libiotrace-server1     libiotrace-server, for storage-server hooks
 #   libiotrace-server-dev  its header, .so link and pkg-config file
 #   glusterfs-iotrace      the GlusterFS translators and volume.sh
@@ -42,7 +42,8 @@ set(CPACK_COMPONENT_COLLECTOR_DESCRIPTION "iotrace collector, exporter and dashb
     " caused, serves a live dashboard, a JSON API and Prometheus metrics; iotrace-export\n"
     " writes JSON Lines, statistics and SLOG-2 for Jumpshot.")
 set(CPACK_COMPONENT_CLIENT_DESCRIPTION "iotrace library preloaded into MPI ranks\n"
-    " Gives every MPI-IO call a CallID and records it with the POSIX I/O it makes.")
+    " Gives every MPI-IO call a CallID and records it with the POSIX I/O it makes;\n"
+    " iotrace-replay runs a traced job's I/O again on another file system.")
 set(CPACK_COMPONENT_SERVER_DESCRIPTION "iotrace library for storage-server hooks\n"
     " Records a storage server's disk operations with the CallIDs that caused them.")
 set(CPACK_COMPONENT_SERVER-DEV_DESCRIPTION "iotrace storage-server library: development files\n"

@@ -70,6 +70,7 @@ def main():
     check(not outside, f"files outside the prefix: {outside[:5]}")
     names = {os.path.relpath(f, prefix) for f in files}
     for want in ("bin/iotrace-agent", "bin/iotrace-collector", "bin/iotrace-export",
+                 "bin/iotrace-replay", "share/man/man1/iotrace-replay.1",
                  "lib/systemd/system/iotrace-agent.service", "lib/systemd/system/iotrace-collector.service",
                  "etc/iotrace/agent.conf", "etc/iotrace/collector.conf",
                  "share/man/man8/iotrace-agent.8", "share/man/man8/iotrace-collector.8",

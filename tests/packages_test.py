@@ -49,7 +49,9 @@ def main():
                                               "./usr/share/iotrace/web/index.html",
                                               "./usr/lib/systemd/system/iotrace-collector.service",
                                               "./usr/share/man/man1/iotrace-export.1"]),
-                      ("libiotrace-client", ["libiotrace-client.so", "./usr/share/man/man7/libiotrace-client.7"]),
+                      ("libiotrace-client", ["libiotrace-client.so", "./usr/share/man/man7/libiotrace-client.7",
+                                             "./usr/bin/iotrace-replay",
+                                             "./usr/share/man/man1/iotrace-replay.1"]),
                       ("libiotrace-server1", ["libiotrace-server.so.1"]),
                       ("libiotrace-server-dev", ["./usr/include/iotrace/server.h", "iotrace-server.pc"]),
                       ("glusterfs-iotrace", ["xlator/debug/iotrace-client.so", "xlator/debug/iotrace-server.so"])):

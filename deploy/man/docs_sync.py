@@ -105,7 +105,8 @@ def check(src, bindir):
         problems.append(f"clientlib/environment.tsv lists {v}, which the library does not read")
     for prog, doc in (("agent/iotrace-agent", "docs/agent.md"),
                       ("collector/iotrace-collector", "docs/collector.md"),
-                      ("collector/iotrace-export", "docs/export.md")):
+                      ("collector/iotrace-export", "docs/export.md"),
+                      ("collector/iotrace-replay", "docs/replay.md")):
         binary = os.path.join(bindir, prog)
         opts = options_of(binary)
         man = subprocess.run([binary, "--man"], capture_output=True, text=True, check=True).stdout
@@ -119,7 +120,7 @@ def check(src, bindir):
             if o not in documented and o not in ("help", "version", "man"):
                 problems.append(f"{doc} does not document --{o} of {os.path.basename(prog)}")
     pages = sorted(glob.glob(os.path.join(bindir, "deploy/man/*.[178]")))
-    if len(pages) != 4:
+    if len(pages) != 5:
         problems.append(f"manual pages built: {pages}")
     for page in pages:
         r = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", page], capture_output=True, text=True)
@@ -129,7 +130,7 @@ def check(src, bindir):
         print("FAIL:", p)
     if problems:
         sys.exit(1)
-    print(f"ok: {len(rows)} environment variables and the options of 3 programs agree across "
+    print(f"ok: {len(rows)} environment variables and the options of 4 programs agree across "
           f"--help, --man, the TSV and docs/; {len(pages)} manual pages render without a warning")
 
 

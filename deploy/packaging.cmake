@@ -3,7 +3,8 @@
 #
 #   iotrace-agent          the node agent, its unit and configuration
 #   iotrace-collector      the collector and iotrace-export, the dashboard, the docs
-#   libiotrace-client      the preloaded library, and iotrace-replay (an MPI program)
+#   libiotrace-client      the preloaded library (no MPI dependency: it finds MPI at run time)
+#   iotrace-replay         iotrace-replay, an MPI program (MPICH)
 #   libiotrace-server1     libiotrace-server, for storage-server hooks
 #   libiotrace-server-dev  its header, .so link and pkg-config file
 #   glusterfs-iotrace      the GlusterFS translators and volume.sh
@@ -23,7 +24,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR}/clientlib)
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://example.org/iotrace")
-set(CPACK_COMPONENTS_ALL agent collector client server server-dev)
+set(CPACK_COMPONENTS_ALL agent collector client replay server server-dev)
 if(TARGET xlator-iotrace-client)
   list(APPEND CPACK_COMPONENTS_ALL gluster)
 endif()
@@ -31,6 +32,7 @@ endif()
 set(CPACK_DEBIAN_AGENT_PACKAGE_NAME iotrace-agent)
 set(CPACK_DEBIAN_COLLECTOR_PACKAGE_NAME iotrace-collector)
 set(CPACK_DEBIAN_CLIENT_PACKAGE_NAME libiotrace-client)
+set(CPACK_DEBIAN_REPLAY_PACKAGE_NAME iotrace-replay)
 set(CPACK_DEBIAN_SERVER_PACKAGE_NAME libiotrace-server1)
 set(CPACK_DEBIAN_SERVER-DEV_PACKAGE_NAME libiotrace-server-dev)
 set(CPACK_DEBIAN_GLUSTER_PACKAGE_NAME glusterfs-iotrace)
@@ -42,8 +44,10 @@ set(CPACK_COMPONENT_COLLECTOR_DESCRIPTION "iotrace collector, exporter and dashb
     " caused, serves a live dashboard, a JSON API and Prometheus metrics; iotrace-export\n"
     " writes JSON Lines, statistics and SLOG-2 for Jumpshot.")
 set(CPACK_COMPONENT_CLIENT_DESCRIPTION "iotrace library preloaded into MPI ranks\n"
-    " Gives every MPI-IO call a CallID and records it with the POSIX I/O it makes;\n"
-    " iotrace-replay runs a traced job's I/O again on another file system.")
+    " Gives every MPI-IO call a CallID and records it with the POSIX I/O it makes.")
+set(CPACK_COMPONENT_REPLAY_DESCRIPTION "replay a traced job's I/O on another file system\n"
+    " iotrace-replay, run under mpiexec, runs every MPI-IO call of a job stored by the\n"
+    " iotrace collector again, with its sizes, offsets, collectives and timing.")
 set(CPACK_COMPONENT_SERVER_DESCRIPTION "iotrace library for storage-server hooks\n"
     " Records a storage server's disk operations with the CallIDs that caused them.")
 set(CPACK_COMPONENT_SERVER-DEV_DESCRIPTION "iotrace storage-server library: development files\n"
@@ -60,6 +64,7 @@ set(CPACK_DEBIAN_SERVER-DEV_PACKAGE_DEPENDS "libiotrace-server1 (= ${PROJECT_VER
 set(CPACK_DEBIAN_GLUSTER_PACKAGE_DEPENDS "libiotrace-server1 (= ${PROJECT_VERSION}), glusterfs-server")
 set(CPACK_DEBIAN_AGENT_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_CLIENT_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_REPLAY_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_SERVER_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_SERVER-DEV_PACKAGE_SECTION libdevel)
 

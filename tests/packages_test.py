@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlib import check, failures  # noqa: E402
 
 SRC, WORK = sys.argv[1:3]
-PACKAGES = ["iotrace-agent", "iotrace-collector", "libiotrace-client", "libiotrace-server1",
-            "libiotrace-server-dev", "glusterfs-iotrace"]
+PACKAGES = ["iotrace-agent", "iotrace-collector", "libiotrace-client", "iotrace-replay",
+            "libiotrace-server1", "libiotrace-server-dev", "glusterfs-iotrace"]
 
 
 def run(cmd, **kw):
@@ -49,15 +49,18 @@ def main():
                                               "./usr/share/iotrace/web/index.html",
                                               "./usr/lib/systemd/system/iotrace-collector.service",
                                               "./usr/share/man/man1/iotrace-export.1"]),
-                      ("libiotrace-client", ["libiotrace-client.so", "./usr/share/man/man7/libiotrace-client.7",
-                                             "./usr/bin/iotrace-replay",
-                                             "./usr/share/man/man1/iotrace-replay.1"]),
+                      ("libiotrace-client", ["libiotrace-client.so", "./usr/share/man/man7/libiotrace-client.7"]),
+                      ("iotrace-replay", ["./usr/bin/iotrace-replay", "./usr/share/man/man1/iotrace-replay.1"]),
                       ("libiotrace-server1", ["libiotrace-server.so.1"]),
                       ("libiotrace-server-dev", ["./usr/include/iotrace/server.h", "iotrace-server.pc"]),
                       ("glusterfs-iotrace", ["xlator/debug/iotrace-client.so", "xlator/debug/iotrace-server.so"])):
         for w in want:
             check(w in contents.get(pkg, ""), f"{pkg} lacks {w}")
     deps = {p: control(d, "Depends") for p, d in debs.items()}
+    # The preloaded library finds MPI at run time and must install on a node
+    # with any MPI; the replay tool is an MPICH program.
+    check("mpich" not in deps["libiotrace-client"], "libiotrace-client depends on MPI: " + deps["libiotrace-client"])
+    check("libmpich" in deps["iotrace-replay"], "iotrace-replay: " + deps["iotrace-replay"])
     check("libzmq5" in deps["iotrace-agent"] and "libzmq5" in deps["iotrace-collector"],
           f"shared-library dependencies missing: {deps}")
     check("libjs-chart.js" in deps["iotrace-collector"], "collector does not depend on libjs-chart.js")

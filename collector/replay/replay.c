@@ -107,7 +107,7 @@ struct func_stat {
 };
 
 struct rank_stat {
-    uint64_t orig_ns, replay_ns, compute_ns, added_seeks, added_waits, errors;
+    uint64_t orig_ns, replay_ns, compute_ns, added_seeks, added_waits, syncs, errors;
     uint64_t skipped[RP_SKIP_REASONS];
     struct func_stat f[RP_FUNCS];
 };
@@ -608,6 +608,10 @@ static void replay_rank(struct state *s, const struct rp_op *ops, size_t n, stru
         }
         gap = 0;
         size_t together = o->kind == RP_MPIIO && o->together > 1 ? o->together : 1;
+        if (o->sync && s->h[o->handle].open) {
+            MPI_Barrier(s->h[o->handle].comm); /* replay_plan.c, settle_shared_order */
+            s->st.syncs++;
+        }
         int64_t t0 = now_ns();
         int ret = o->kind == RP_MPIIO ? do_mpiio(s, o, together) : do_posix(s, o);
         last_end = now_ns();
@@ -797,6 +801,7 @@ static void total_of(const struct rank_stat *all, struct rank_stat *t)
         t->compute_ns += s->compute_ns;
         t->added_seeks += s->added_seeks;
         t->added_waits += s->added_waits;
+        t->syncs += s->syncs;
         t->errors += s->errors;
         for (int k = 0; k < RP_SKIP_REASONS; k++)
             t->skipped[k] += s->skipped[k];
@@ -814,9 +819,10 @@ static void total_of(const struct rank_stat *all, struct rank_stat *t)
 static void text_rank(const char *who, const struct rank_stat *s)
 {
     printf("%s: original %.3f ms, replayed %.3f ms (time between calls kept %.3f ms); "
-           "added seeks %llu, added waits %llu, failed %llu", who, ms(s->orig_ns),
-           ms(s->replay_ns), ms(s->compute_ns), (unsigned long long)s->added_seeks,
-           (unsigned long long)s->added_waits, (unsigned long long)s->errors);
+           "added seeks %llu, added waits %llu, added barriers %llu, failed %llu", who,
+           ms(s->orig_ns), ms(s->replay_ns), ms(s->compute_ns),
+           (unsigned long long)s->added_seeks, (unsigned long long)s->added_waits,
+           (unsigned long long)s->syncs, (unsigned long long)s->errors);
     for (int k = 1; k < RP_SKIP_REASONS; k++)
         if (s->skipped[k])
             printf(", not replayed (%s) %llu", rp_skip_names[k],
@@ -851,6 +857,7 @@ static json_t *json_stat(const struct rank_stat *s, int rank_no)
     set_u64(o, "compute_ns", s->compute_ns);
     set_u64(o, "added_seeks", s->added_seeks);
     set_u64(o, "added_waits", s->added_waits);
+    set_u64(o, "added_barriers", s->syncs);
     set_u64(o, "failed", s->errors);
     for (int k = 1; k < RP_SKIP_REASONS; k++)
         json_object_set_new(sk, rp_skip_names[k], json_integer((json_int_t)s->skipped[k]));

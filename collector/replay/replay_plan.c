@@ -607,6 +607,69 @@ static void settle_misc(struct rp_plan *p, uint32_t r)
     }
 }
 
+/* The shared file pointer is the one dependency between ranks that the
+ * trace shows without the program's own synchronisation: a collective
+ * shared-pointer call (seek_shared, *_ordered) that a rank makes after
+ * independent *_shared calls must find them all done, or a late rank's
+ * write_shared lands where the collective moved the pointer.  The original
+ * run had something (a barrier, say) that the trace does not record;
+ * the replay puts a barrier of the file's ranks before such a collective,
+ * on every member at the same (n-th) collective shared call of the file. */
+static int is_shared(const struct rp_op *o, int collective)
+{
+    if (o->kind != RP_MPIIO || o->skip != RP_DO)
+        return 0;
+    struct rp_class c = rp_classify(o->func);
+    const char *n = iot_func_name(o->func);
+    int seek = n && strcmp(n, "MPI_File_seek_shared") == 0;
+    if (collective)
+        return seek || (c.data && c.pos == RP_POS_SHARED && c.collective && !c.end);
+    return c.data && c.pos == RP_POS_SHARED && !c.collective;
+}
+
+static int settle_shared_order(struct rp_plan *p)
+{
+    for (uint32_t h = 0; h < p->n_handles; h++) {
+        size_t cap = 0;
+        for (uint32_t r = 0; r < p->n_ranks; r++) {
+            size_t k = 0;
+            for (size_t i = 0; i < p->n_ops[r]; i++)
+                k += p->ops[r][i].handle == h && is_shared(&p->ops[r][i], 1);
+            cap = k > cap ? k : cap;
+        }
+        if (!cap)
+            continue;
+        uint8_t *needs = calloc(cap, 1);
+        if (!needs)
+            return -1;
+        for (uint32_t r = 0; r < p->n_ranks; r++) {
+            size_t k = 0;
+            int pending = 0;
+            for (size_t i = 0; i < p->n_ops[r]; i++) {
+                const struct rp_op *o = &p->ops[r][i];
+                if (o->handle != h)
+                    continue;
+                if (is_shared(o, 0)) {
+                    pending = 1;
+                } else if (is_shared(o, 1)) {
+                    needs[k++] |= (uint8_t)pending;
+                    pending = 0;
+                }
+            }
+        }
+        for (uint32_t r = 0; r < p->n_ranks; r++) {
+            size_t k = 0;
+            for (size_t i = 0; i < p->n_ops[r]; i++) {
+                struct rp_op *o = &p->ops[r][i];
+                if (o->handle == h && is_shared(o, 1))
+                    o->sync = needs[k++];
+            }
+        }
+        free(needs);
+    }
+    return 0;
+}
+
 int rp_plan_prepare(struct rp_plan *p, const char *target, const char *posix_under, char *err,
                     size_t errlen)
 {
@@ -620,7 +683,7 @@ int rp_plan_prepare(struct rp_plan *p, const char *target, const char *posix_und
     for (uint32_t r = 0; r < p->n_ranks; r++)
         infer_positions(p, r, s);
     free(s);
-    if (settle_collectives(p) < 0)
+    if (settle_collectives(p) < 0 || settle_shared_order(p) < 0)
         return fail_oom(err, errlen);
     for (uint32_t r = 0; r < p->n_ranks; r++)
         settle_completions(p, r);

@@ -43,6 +43,7 @@ struct rp_op {
     uint16_t func;
     uint8_t kind;      /* enum rp_kind */
     uint8_t skip;      /* enum rp_skip */
+    uint8_t sync;      /* wait for the handle's members first (rp_plan_prepare) */
 };
 
 /* Why ranks and their events are missing: drop records of the job. */

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "export_nest.h"
 #include "export_rows.h"
 #include "grow.h"
 #include "iot_functions.h"
@@ -41,8 +42,7 @@ struct track {
     uint32_t producer, os_tid; /* os_tid: a server thread's, NONE for a client */
     uint16_t lane;
     uint8_t named;
-    int64_t *open; /* end times of the slices open on it, outermost first */
-    size_t n_open, cap_open;
+    struct xp_nest open; /* the slices open on it */
 };
 
 struct prod {
@@ -303,14 +303,11 @@ static uint32_t place(struct run *s, const struct xp_event *ev)
     uint32_t t = timeline(s, ev);
     while (t != NONE) {
         struct track *k = &s->tracks[t];
-        while (k->n_open && k->open[k->n_open - 1] <= ev->t_start)
-            k->n_open--;
-        if (!k->n_open || k->open[k->n_open - 1] >= ev->t_end) {
-            if (grow((void **)&k->open, &k->cap_open, k->n_open + 1, sizeof *k->open) < 0)
-                return NONE;
-            k->open[k->n_open++] = ev->t_end;
+        int placed = xp_nest_place(&k->open, ev->t_start, ev->t_end);
+        if (placed < 0)
+            return NONE;
+        if (placed)
             return t;
-        }
         if (k->next == NONE) {
             uint16_t lane = (uint16_t)(k->lane + 1);
             uint32_t os_tid = k->os_tid, next = new_track(s, ev->producer, os_tid, lane);
@@ -533,7 +530,7 @@ static void free_run(struct run *s)
 {
     iot_pipe_free(&s->pipe);
     for (size_t i = 0; i < s->n_tracks; i++)
-        free(s->tracks[i].open);
+        free(s->tracks[i].open.open);
     for (size_t i = 0; i < s->n_prods; i++)
         free(s->prods[i].threads);
     free(s->tracks);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "pipeline.h"
+#include "export_nest.h"
 #include "grow.h"
 #include "iot_functions.h"
 #include "slog2_write.h"
@@ -38,14 +39,11 @@ struct pending {
     uint8_t type;
 };
 
-/* A lane: the states open on one timeline, outermost first.  A state goes
- * on the first lane of its timeline where it nests inside the innermost
- * open state (or where nothing is open), which keeps every lane drawable
- * as Jumpshot draws nested states. */
+/* A lane: a line of its timeline; a state goes on the first lane where it
+ * nests (export_nest.h). */
 struct lane {
     int32_t line;
-    int64_t *open; /* end times */
-    size_t n, cap;
+    struct xp_nest open;
 };
 
 /* A timeline: one MPI rank (every thread of the process) or one thread of a
@@ -419,15 +417,13 @@ static int place(struct run *s, const struct xp_event *ev, int32_t *line)
         if (k == t->n_lanes && add_lane(s, t) < 0)
             return -1;
         struct lane *l = &t->lanes[k];
-        while (l->n && l->open[l->n - 1] <= ev->t_start)
-            l->n--;
-        if (l->n && l->open[l->n - 1] < ev->t_end)
-            continue; /* would overlap the innermost open state without nesting */
-        if (grow((void **)&l->open, &l->cap, l->n + 1, sizeof *l->open) < 0)
+        int placed = xp_nest_place(&l->open, ev->t_start, ev->t_end);
+        if (placed < 0)
             return -1;
-        l->open[l->n++] = ev->t_end;
-        *line = l->line;
-        return 0;
+        if (placed) {
+            *line = l->line;
+            return 0;
+        }
     }
 }
 
@@ -932,7 +928,7 @@ static void free_run(struct run *s)
     iot_pipe_free(&s->pipe);
     for (size_t i = 0; i < s->n_tl; i++) {
         for (size_t k = 0; k < s->tl[i].n_lanes; k++)
-            free(s->tl[i].lanes[k].open);
+            free(s->tl[i].lanes[k].open.open);
         free(s->tl[i].lanes);
     }
     free(s->tl);

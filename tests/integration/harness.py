@@ -102,6 +102,26 @@ class Deployment:
         raise AssertionError("events did not arrive in time; last count %d\n%s" % (len(events), self.logs()))
 
 
+def headless_chromium(tmp, *extra):
+    """Debian's chromium under Debian's chromedriver, headless, with a
+    profile of its own in tmp: what the browser tests share."""
+    # python3-selenium is Debian's: visible to /usr/bin/python3, and to
+    # another interpreter once its dist-packages are on the path.
+    if "/usr/lib/python3/dist-packages" not in sys.path:
+        sys.path.append("/usr/lib/python3/dist-packages")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        raise AssertionError("python3-selenium is not installed (deploy/install-deps.sh installs it)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              f"--user-data-dir={tempfile.mkdtemp(dir=tmp)}", *extra):
+        opts.add_argument(a)
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+
+
 LSAN_SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsan.supp")
 
 

@@ -32,12 +32,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Deployment, mpirun, parse_bins, sanitizer_env  # noqa: E402
+from harness import Deployment, headless_chromium, mpirun, parse_bins, sanitizer_env  # noqa: E402
 
 NPROCS, BLOCK = 4, 1 << 20
 RUN_S, MIN_SERVED = 2.0, 300
@@ -373,14 +372,7 @@ return out;
 
 
 def check_chromium(path, want_counts, want_flows, tmp):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              f"--user-data-dir={tempfile.mkdtemp(dir=tmp)}"):
-        opts.add_argument(a)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+    driver = headless_chromium(tmp)
     try:
         # chrome://tracing (Catapult) is gone from current Chromium: say what
         # this one has, and check the file in a page instead.

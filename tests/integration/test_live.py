@@ -18,17 +18,15 @@ real agent, watched over the collector's HTTP server while it runs.
   when set)."""
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Deployment, free_port, parse_bins  # noqa: E402
+from harness import Deployment, free_port, headless_chromium, parse_bins  # noqa: E402
 from test_gluster import NPROCS, B, Volume, run_mix  # noqa: E402
 
 JOB = "live-job-1"
@@ -193,21 +191,7 @@ def check_bad_input(bins, dep, vol, hport):
 
 
 def start_browser(dep, hport):
-    # python3-selenium is Debian's: visible to /usr/bin/python3, and to
-    # another interpreter once its dist-packages are on the path.
-    if "/usr/lib/python3/dist-packages" not in sys.path:
-        sys.path.append("/usr/lib/python3/dist-packages")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        fail("python3-selenium is not installed (deploy/install-deps.sh installs it)")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,2000",
-              f"--user-data-dir={tempfile.mkdtemp(dir=dep.tmp)}"):
-        opts.add_argument(a)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+    driver = headless_chromium(dep.tmp, "--window-size=1400,2000")
     driver.get(f"http://127.0.0.1:{hport}/")
     return driver
 

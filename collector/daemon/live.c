@@ -60,6 +60,8 @@ struct ljob {
     int64_t last_arrival;      /* when its newest batch was stored (collector clock) */
     int64_t finished_at;       /* monotonic */
     char *final;               /* final statistics (iotrace-export --stats --format json) */
+    int unsettled;             /* final, but a node's clock lacks a sample after its end */
+    size_t clock_samples;      /* of its nodes, when final was computed */
     int views;                 /* rings and series allocated */
     int forgotten;             /* finished and out of memory but for this summary */
     uint32_t processes, ranks, nodes; /* counted by count_members() */
@@ -344,29 +346,69 @@ static int on_record(void *ctx, const uint8_t *batch, size_t len, uint64_t recv_
     return 0;
 }
 
-/* Jobs of which no batch was stored for job_idle_ns are finished (jobs of
- * a store read at start-up at once): their final figures come from the
- * store, outside the lock, the way iotrace-export computes them. */
+/* How far an event time read live may lie from the same time read by the
+ * export, which aligns it with samples that came later (drift over the
+ * seconds between samples; 10 % clock error over 10 s stays within it). */
+#define SETTLE_MARGIN_NS 1000000000LL
+
+/* Whether every node of the job has a clock sample after its end, so that
+ * the store's later samples cannot change its figures; *samples counts its
+ * nodes' samples, to notice new ones. */
+static int job_settled(struct live *l, uint32_t id, size_t *samples)
+{
+    const struct ljob *j = l->jobs[id];
+    int settled = 1;
+    *samples = 0;
+    for (size_t i = 0; i < l->d.n_producers; i++) {
+        const struct xp_producer *p = &l->d.producers[i];
+        if (p->job != id)
+            continue;
+        const struct iot_clockmap *m = xp_node_clock(&l->d, p->clock);
+        *samples += m ? m->n : 0;
+        if (!iot_clockmap_settled(m, j->last_ns == INT64_MIN ? INT64_MIN
+                                                            : j->last_ns + SETTLE_MARGIN_NS))
+            settled = 0;
+    }
+    return settled;
+}
+
+/* The next job whose final figures are due: idle for job_idle_ns (jobs of a
+ * store read at start-up at once), or finished while a node's clock had no
+ * sample after its end and that node has new samples now.  Called locked. */
+static uint32_t due_job(struct live *l, int64_t now)
+{
+    for (size_t i = 1; i < l->n_jobs; i++) {
+        struct ljob *j = l->jobs[i];
+        size_t samples;
+        if (!j)
+            continue;
+        if (!j->finished && now - j->last_arrival >= l->cfg.job_idle_ns)
+            return (uint32_t)i;
+        if (j->finished && j->final && j->unsettled &&
+            (job_settled(l, (uint32_t)i, &samples) || samples != j->clock_samples))
+            return (uint32_t)i;
+    }
+    return 0;
+}
+
+/* Final figures come from the store, outside the lock, the way
+ * iotrace-export computes them; they are computed again when the clock
+ * samples that align the job's end arrive after it finished. */
 static void finish_jobs(struct live *l)
 {
     int64_t now = iot_now_ns();
     for (;;) {
-        char *name = NULL;
-        uint32_t id = 0;
         pthread_mutex_lock(&l->lock);
-        for (size_t i = 1; i < l->n_jobs && !name; i++) {
-            struct ljob *j = l->jobs[i];
-            if (j && !j->finished && now - j->last_arrival >= l->cfg.job_idle_ns) {
-                name = strdup(xp_string(&l->d.jobs, (uint32_t)i));
-                id = (uint32_t)i;
-            }
-        }
+        uint32_t id = due_job(l, now);
+        char *name = id ? strdup(xp_string(&l->d.jobs, id)) : NULL;
+        int again = id && l->jobs[id]->finished;
         /* A job that ended longer ago than figures are kept (a store read
          * at start-up) is computed only when asked for. */
-        int old = name && now - l->jobs[id]->last_arrival >= l->cfg.keep_ns;
+        int old = name && !again && now - l->jobs[id]->last_arrival >= l->cfg.keep_ns;
         if (old) {
             l->jobs[id]->finished = 1;
             l->jobs[id]->finished_at = iot_mono_ns() - l->cfg.keep_ns;
+            l->jobs[id]->unsettled = !job_settled(l, id, &l->jobs[id]->clock_samples);
         }
         pthread_mutex_unlock(&l->lock);
         if (!name)
@@ -382,19 +424,25 @@ static void finish_jobs(struct live *l)
             iot_warn("job %s: cannot compute its final statistics: %s", name, err);
         pthread_mutex_lock(&l->lock);
         struct ljob *j = l->jobs[id];
-        if (j->finished || now - j->last_arrival < l->cfg.job_idle_ns) {
-            free(final); /* it ran again meanwhile */
+        if (again ? !j->finished || !j->final : j->finished ||
+                                                    now - j->last_arrival < l->cfg.job_idle_ns) {
+            free(final); /* it ran again or was forgotten meanwhile */
         } else {
-            close_second(j);
-            j->finished = 1;
-            j->finished_at = iot_mono_ns();
+            if (again) {
+                free(j->final);
+            } else {
+                close_second(j);
+                j->finished = 1;
+                j->finished_at = iot_mono_ns();
+                l->finalized++;
+                iot_info("job %s finished: %llu events, %llu MPI-IO calls, %llu disk operations, "
+                         "%llu dropped", name, (unsigned long long)j->events,
+                         (unsigned long long)j->calls, (unsigned long long)j->disk_ops,
+                         (unsigned long long)j->dropped);
+            }
             j->final = final;
-            l->finalized++;
+            j->unsettled = !job_settled(l, id, &j->clock_samples);
             l->update_seq++;
-            iot_info("job %s finished: %llu events, %llu MPI-IO calls, %llu disk operations, "
-                     "%llu dropped", name, (unsigned long long)j->events,
-                     (unsigned long long)j->calls, (unsigned long long)j->disk_ops,
-                     (unsigned long long)j->dropped);
         }
         pthread_mutex_unlock(&l->lock);
         free(name);
@@ -632,6 +680,7 @@ static json_t *job_summary(struct live *l, const struct ljob *j)
     json_object_set_new(o, "disk_bytes", u64(j->disk_bytes));
     json_object_set_new(o, "dropped_events", u64(j->dropped));
     json_object_set_new(o, "final_stats_in_memory", json_boolean(j->final != NULL));
+    json_object_set_new(o, "clock_settled", json_boolean(j->finished && !j->unsettled));
     return o;
 }
 

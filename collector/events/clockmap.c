@@ -188,3 +188,28 @@ void iot_clockmap_summary(const struct iot_clockmap *m, struct iot_clock_summary
     if (s->drift_ppm == 0)
         s->drift_ppm = 0; /* not -0, which prints as "-0.000" */
 }
+
+/* A sample's own time on the collector's clock; samples are in local time
+ * order and the mapping is monotonic, so these are ordered too. */
+static __int128 sample_at(const struct iot_clock_sample *s)
+{
+    return (__int128)s->local_ns + s->offset_ns;
+}
+
+void iot_clockmap_summary_span(const struct iot_clockmap *m, int64_t from_ns, int64_t to_ns,
+                               struct iot_clock_summary *s)
+{
+    size_t lo = 0, hi = m->n ? m->n - 1 : 0;
+    for (size_t i = 0; i < m->n && sample_at(&m->v[i]) <= from_ns; i++)
+        lo = i;
+    for (size_t i = m->n; i-- > lo;)
+        if (sample_at(&m->v[i]) >= to_ns)
+            hi = i;
+    struct iot_clockmap view = {.v = m->v + lo, .n = m->n ? hi - lo + 1 : 0, .finished = 1};
+    iot_clockmap_summary(&view, s);
+}
+
+int iot_clockmap_settled(const struct iot_clockmap *m, int64_t t_ns)
+{
+    return m && m->n && sample_at(&m->v[m->n - 1]) >= t_ns;
+}

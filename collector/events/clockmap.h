@@ -70,4 +70,16 @@ struct iot_clock_summary {
 /* All zero (samples = 0) for an empty map. */
 void iot_clockmap_summary(const struct iot_clockmap *m, struct iot_clock_summary *s);
 
+/* The summary of the samples that align times from from_ns to to_ns (the
+ * collector's clock): the last sample at or before from_ns through the first
+ * at or after to_ns.  Samples outside them do not move those times, so a
+ * job's figures stop changing once its node has a sample after its end,
+ * however long the agent runs on (--stats, the live /stats). */
+void iot_clockmap_summary_span(const struct iot_clockmap *m, int64_t from_ns, int64_t to_ns,
+                               struct iot_clock_summary *s);
+
+/* Whether the map has a sample at or after t_ns (the collector's clock):
+ * then times up to t_ns are aligned as they will stay. */
+int iot_clockmap_settled(const struct iot_clockmap *m, int64_t t_ns);
+
 #endif

@@ -188,6 +188,17 @@ static json_t *servers_json(const struct iot_an_job *j, const struct xp_strings 
     return o;
 }
 
+/* Over the samples that align the job's own events, so that a node's
+ * later samples do not change a finished job's figures. */
+static void job_clock(const struct iot_clockmap *m, const struct job_view *v,
+                      struct iot_clock_summary *cs)
+{
+    if (v->st && v->st->spanned)
+        iot_clockmap_summary_span(m, v->st->first_ns, v->st->last_ns, cs);
+    else
+        iot_clockmap_summary(m, cs);
+}
+
 static json_t *clock_json(const struct xp_data *d, const struct job_view *v)
 {
     json_t *o = json_object();
@@ -198,7 +209,7 @@ static json_t *clock_json(const struct xp_data *d, const struct job_view *v)
         struct iot_clock_summary cs;
         json_t *c = json_object();
         if (m)
-            iot_clockmap_summary(m, &cs);
+            job_clock(m, v, &cs);
         json_object_set_new(c, "offset_ns", m ? json_integer(cs.offset_ns) : json_null());
         json_object_set_new(c, "rtt_ns", m ? uint_json(cs.rtt_ns) : json_null());
         json_object_set_new(c, "error_ns", m ? json_integer(cs.error_ns) : json_null());
@@ -386,7 +397,7 @@ static void print_clock(FILE *out, const struct xp_data *d, const struct job_vie
             fprintf(out, "  %-26s %14s %11s %11s\n", name, "-", "-", "-");
             continue;
         }
-        iot_clockmap_summary(m, &cs);
+        job_clock(m, v, &cs);
         fprintf(out, "  %-26s %14lld %11llu %11lld\n", name, (long long)cs.offset_ns,
                 (unsigned long long)cs.rtt_ns, (long long)cs.error_ns);
     }

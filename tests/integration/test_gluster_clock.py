@@ -415,10 +415,18 @@ def check_known_stats(bins, dep, job, nodes):
         check(got[k] == want, f"{k} {got[k]}, expected {want}")
     check(got["disk_time_share"] is not None and got["disk_time_share"] > 0,
           f"disk_time_share {got['disk_time_share']}")
+    # The job's figures come from the samples that align its own events, a
+    # subset of what --clock summarises: no smaller a round trip, no larger
+    # an error bound, and an offset that moved only by the drift since
+    # (1 % of the seconds between the job's end and the last sample).
+    # tests/unit/test_clockmap.c checks the subset exactly.
     for n in (COMPUTE, STORAGE):
-        want = {k: int(nodes[n][k]) for k in ("offset_ns", "rtt_ns", "error_ns")}
-        check(got["clock"].get(n) == want,
-              f"--stats clock of {n}: {got['clock'].get(n)}, --clock says {want}")
+        g, all_ = got["clock"].get(n), {k: int(nodes[n][k]) for k in ("offset_ns", "rtt_ns",
+                                                                       "error_ns")}
+        check(g is not None and g["rtt_ns"] >= all_["rtt_ns"] and
+              g["error_ns"] <= all_["error_ns"] and
+              abs(g["offset_ns"] - all_["offset_ns"]) <= 100_000_000,
+              f"--stats clock of {n}: {g}, --clock over all samples says {all_}")
     check(sorted(got["clock"]) == [COMPUTE, STORAGE], f"--stats clock nodes {sorted(got['clock'])}")
     print(f"--stats of {job}: {len(functions)} functions, server ops and bytes, amplification "
           f"{got['amplification']}, nothing unmatched: as worked out by hand")

@@ -235,6 +235,50 @@ static void test_error_with_drift_change(void **state)
     iot_clockmap_free(&m);
 }
 
+/* A job's figures use the samples around its events only: the last at or
+ * before its start to the first at or after its end, so samples that come
+ * after a finished job do not change them. */
+static void test_summary_span(void **state)
+{
+    (void)state;
+    struct iot_clockmap m;
+    iot_clockmap_init(&m);
+    /* Collector times T0 + k s; offsets 0, 10, 20, ... us; rtts 9, 8, ..., 1 us. */
+    for (int k = 0; k < 9; k++)
+        iot_clockmap_add(&m, T0 + k * SEC - k * 10000, k * 10000, (uint64_t)(9 - k) * 1000);
+    iot_clockmap_finish(&m);
+    struct iot_clock_summary s;
+    /* Events from 2.5 s to 4.5 s: samples 2..5. */
+    iot_clockmap_summary_span(&m, T0 + 5 * SEC / 2, T0 + 9 * SEC / 2, &s);
+    assert_int_equal(s.samples, 4);
+    assert_int_equal(s.offset_ns, 50000);
+    assert_int_equal(s.rtt_ns, 4000);
+    assert_int_equal(s.error_ns, 3500); /* rtt/2 of sample 2; constant drift */
+    /* A bound exactly on a sample takes that sample alone at that end. */
+    iot_clockmap_summary_span(&m, T0 + 2 * SEC, T0 + 4 * SEC, &s);
+    assert_int_equal(s.samples, 3);
+    assert_int_equal(s.offset_ns, 40000);
+    /* Before the first and after the last sample: the nearest one. */
+    iot_clockmap_summary_span(&m, T0 - SEC, T0 - SEC / 2, &s);
+    assert_int_equal(s.samples, 1);
+    assert_int_equal(s.offset_ns, 0);
+    iot_clockmap_summary_span(&m, T0 + 10 * SEC, T0 + 11 * SEC, &s);
+    assert_int_equal(s.samples, 1);
+    assert_int_equal(s.offset_ns, 80000);
+    assert_false(iot_clockmap_settled(&m, T0 + 9 * SEC));
+    assert_true(iot_clockmap_settled(&m, T0 + 8 * SEC));
+    /* Later samples leave the figures of the 2.5..4.5 s span alone. */
+    struct iot_clock_summary before, after;
+    iot_clockmap_summary_span(&m, T0 + 5 * SEC / 2, T0 + 9 * SEC / 2, &before);
+    iot_clockmap_add(&m, T0 + 9 * SEC, 5 * SEC, 1);
+    iot_clockmap_finish(&m);
+    iot_clockmap_summary_span(&m, T0 + 5 * SEC / 2, T0 + 9 * SEC / 2, &after);
+    assert_memory_equal(&before, &after, sizeof before);
+    assert_true(iot_clockmap_settled(&m, T0 + 9 * SEC));
+    assert_false(iot_clockmap_settled(NULL, 0));
+    iot_clockmap_free(&m);
+}
+
 /* Offsets of hours and gaps of days overflow 64-bit products. */
 static void test_large_values(void **state)
 {
@@ -263,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_monotonic),
         cmocka_unit_test(test_drift_followed),
         cmocka_unit_test(test_error_with_drift_change),
+        cmocka_unit_test(test_summary_span),
         cmocka_unit_test(test_large_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

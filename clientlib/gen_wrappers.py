@@ -81,6 +81,8 @@ def body(name, ret, kind, pos, direction, coll, params):
         lines.append(f"    iot_mpi_enter_end(&c, {fid}, {flags}, fh);")
     else:
         lines.append(f"    iot_mpi_enter(&c, on, {fid}, {flags}, {fh}, {offset}, {count}, {dtype});")
+    if "size" in args and kind == "meta":
+        lines.append("    c.offset = size; /* the size asked for, in the offset column */")
     if ret == "int":
         lines.append(f"    int ret = {call};")
         code = "ret"

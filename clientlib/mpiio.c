@@ -643,14 +643,88 @@ static void iot_mpi_leave_close(struct iot_mpi_call *c, int ret, MPI_File closed
     record(c, t1, ret, 0);
 }
 
+/* ---- what a file view looks like ------------------------------------------ */
+
+/* Byte offset of the view's k-th etype, or -1. */
+static int64_t view_byte(MPI_File fh, MPI_Offset k)
+{
+    MPI_Offset b;
+    return pmpi.get_byte_offset(fh, k, &b) == MPI_SUCCESS ? (int64_t)b : -1;
+}
+
+/* Whether etypes j*kb .. j*kb + kb - 1 lie where blocks of b bytes every s
+ * bytes from f0 would put them (both ends of the block). */
+static int block_fits(MPI_File fh, MPI_Offset j, MPI_Offset kb, int64_t f0, int64_t b, int64_t s,
+                      int64_t e)
+{
+    return view_byte(fh, j * kb) == f0 + j * s && view_byte(fh, j * kb + kb - 1) == f0 + j * s + b - e;
+}
+
+/* The view as the trace records it on its MPI_File_set_view row, so that a
+ * replay can set the same pattern (docs/client.md, "File views"): offset =
+ * the byte of its first etype (displacement plus where the filetype's data
+ * starts), bytes = length of its blocks of data, xfer = the distance from
+ * one block to the next; bytes = xfer for a contiguous view, 0 and 0 for a
+ * filetype that is not a regular pattern of equal blocks at equal
+ * distances, tiling the file.  Asked of MPI itself, through the view just
+ * set: the block length is found by bisection (the first etype that does
+ * not follow its predecessor), then checked at both ends of blocks in this
+ * and the next filetype; some 2 log2(n) + 24 MPI_File_get_byte_offset calls,
+ * once per set_view. */
+IOT_COLD void view_pattern(struct iot_mpi_call *c, uint64_t *stride, MPI_File fh,
+                           MPI_Datatype etype, MPI_Datatype filetype)
+{
+    MPI_Count esz = 0, fsz = 0;
+    if (!pmpi.get_byte_offset || !pmpi.type_size_x ||
+        pmpi.type_size_x(etype, &esz) != MPI_SUCCESS ||
+        pmpi.type_size_x(filetype, &fsz) != MPI_SUCCESS || esz <= 0 || fsz < esz ||
+        fsz % esz)
+        return;
+    int64_t e = (int64_t)esz, f0 = view_byte(fh, 0);
+    MPI_Offset n = (MPI_Offset)(fsz / esz); /* etypes per filetype */
+    if (f0 < 0)
+        return;
+    c->offset = f0;
+    /* First etype in [1, n] not right after the one before it; n + 1: none. */
+    MPI_Offset lo = 1, hi = n + 1;
+    while (lo < hi) {
+        MPI_Offset mid = lo + (hi - lo) / 2;
+        if (view_byte(fh, mid) != f0 + mid * e)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    if (lo == n + 1) { /* one block, and the next filetype right after it */
+        c->bytes = *stride = (uint64_t)fsz;
+        return;
+    }
+    MPI_Offset kb = lo, m = n / kb; /* etypes per block, blocks per filetype */
+    int64_t b = kb * e, s = view_byte(fh, kb) - f0;
+    if (n % kb || s <= b)
+        return;
+    const MPI_Offset probe[] = {1, 2, m / 2, m - 1, m, m + 1, 2 * m - 1, 2 * m};
+    for (size_t i = 0; i < sizeof probe / sizeof *probe; i++)
+        if (probe[i] > 0 && !block_fits(fh, probe[i], kb, f0, b, s, e))
+            return;
+    c->bytes = (uint64_t)b;
+    *stride = (uint64_t)s;
+}
+
 static void iot_mpi_leave_view(struct iot_mpi_call *c, int ret, MPI_File fh, MPI_Offset disp,
                                MPI_Datatype etype, MPI_Datatype filetype)
 {
-    (void)fh;
-    uint64_t t1 = end_scope(c);
-    if (ret == MPI_SUCCESS && c->fhe)
+    uint64_t t1 = end_scope(c), stride = 0;
+    c->bytes = 0;
+    if (ret == MPI_SUCCESS && c->fhe) {
         c->fhe->trivial_view = disp == 0 && etype == MPI_BYTE && filetype == MPI_BYTE;
-    record(c, t1, ret, 0);
+        if (c->fhe->trivial_view) {
+            c->offset = 0;
+            c->bytes = stride = 1;
+        } else {
+            view_pattern(c, &stride, fh, etype, filetype);
+        }
+    }
+    record(c, t1, ret, stride);
 }
 
 static void iot_mpi_leave_request(struct iot_mpi_call *c, int ret, const MPI_Request *req)

@@ -99,12 +99,15 @@ static int on_call(struct iot_an_stats *s, struct iot_an_job *j, const struct xp
     if (iot_qhist_add(&f->dur, dur) < 0)
         return -1;
     s->bytes += f->dur.bytes - before;
+    /* Only data moves count as bytes: an MPI_File_set_view row's bytes
+     * column describes the view (docs/client.md, "File views"). */
+    uint64_t bytes = s->completion[ev->func] || iot_match_is_transfer(ev->func) ? ev->bytes : 0;
     f->count++;
-    f->bytes += ev->bytes;
+    f->bytes += bytes;
     f->time_ns += dur;
     j->call_time_ns += dur;
     if (!s->completion[ev->func])
-        j->call_bytes += ev->bytes; /* a completion repeats its operation's bytes */
+        j->call_bytes += bytes; /* a completion repeats its operation's bytes */
     return 0;
 }
 

@@ -10,7 +10,7 @@
 
 #include "events.h"
 
-#define XP_ROWS_SCHEMA "iotrace-events/2"
+#define XP_ROWS_SCHEMA "iotrace-events/3"
 
 struct xp_rows;
 

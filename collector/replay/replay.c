@@ -89,8 +89,9 @@ static void usage_error(const char *msg)
 struct handle {
     MPI_File fh;
     MPI_Comm comm;
-    int64_t disp; /* of the view */
-    int64_t ptr;  /* the individual file pointer, absolute */
+    int64_t disp;        /* of the view: its first byte of data */
+    int64_t blk, stride; /* the view's blocks of data and their distance; 0: bytes */
+    int64_t ptr;         /* the individual file pointer, in bytes of the view */
     int open;
 };
 
@@ -108,6 +109,7 @@ struct func_stat {
 
 struct rank_stat {
     uint64_t orig_ns, replay_ns, compute_ns, added_seeks, added_waits, syncs, errors;
+    uint64_t strided_views; /* views replayed with the recorded pattern of blocks */
     uint64_t skipped[RP_SKIP_REASONS];
     struct func_stat f[RP_FUNCS];
 };
@@ -228,16 +230,56 @@ static void finish_requests(struct state *s, uint32_t h)
     }
 }
 
+/* Where absolute byte a lies in the view: the bytes of data before it (a
+ * byte in a hole: the end of the block before it). */
+static int64_t view_pos(const struct handle *hd, int64_t a)
+{
+    int64_t rel = a > hd->disp ? a - hd->disp : 0;
+    if (hd->stride <= hd->blk)
+        return rel;
+    int64_t r = rel % hd->stride;
+    return rel / hd->stride * hd->blk + (r < hd->blk ? r : hd->blk);
+}
+
 /* Moves the individual pointer where the trace says the access started,
- * when the replay's byte view did not bring it there by itself (a strided
- * view's pointer moves through holes). */
+ * when the replay's view did not bring it there by itself (a view whose
+ * pattern the trace does not hold moves through holes the replay's does
+ * not have). */
 static void place_pointer(struct state *s, struct handle *hd, int64_t offset)
 {
-    if (offset < 0 || offset == hd->ptr || offset < hd->disp)
+    if (offset < 0 || offset < hd->disp || view_pos(hd, offset) == hd->ptr)
         return;
-    MPI_File_seek(hd->fh, offset - hd->disp, MPI_SEEK_SET);
-    hd->ptr = offset;
+    hd->ptr = view_pos(hd, offset);
+    MPI_File_seek(hd->fh, (MPI_Offset)hd->ptr, MPI_SEEK_SET);
     s->st.added_seeks++;
+}
+
+/* The recorded view: blocks of o->bytes every o->xfer bytes from o->offset
+ * (docs/client.md, "File views"), as a filetype of that pattern; a
+ * contiguous view, or one the trace does not describe, as bytes. */
+static int set_view(struct state *s, const struct rp_op *o, struct handle *hd)
+{
+    hd->disp = o->offset < 0 ? 0 : o->offset;
+    hd->ptr = 0;
+    hd->blk = hd->stride = 0;
+    MPI_Datatype block, filetype = MPI_BYTE;
+    if (o->xfer > o->bytes && o->bytes > 0 && o->bytes <= INT32_MAX && o->xfer <= INT64_MAX &&
+        MPI_Type_contiguous((int)o->bytes, MPI_BYTE, &block) == MPI_SUCCESS) {
+        if (MPI_Type_create_resized(block, 0, (MPI_Aint)o->xfer, &filetype) == MPI_SUCCESS &&
+            MPI_Type_commit(&filetype) == MPI_SUCCESS) {
+            hd->blk = (int64_t)o->bytes;
+            hd->stride = (int64_t)o->xfer;
+            s->st.strided_views++;
+        } else {
+            filetype = MPI_BYTE;
+        }
+        MPI_Type_free(&block);
+    }
+    int ret = MPI_File_set_view(hd->fh, (MPI_Offset)hd->disp, MPI_BYTE, filetype, "native",
+                                MPI_INFO_NULL);
+    if (filetype != MPI_BYTE)
+        MPI_Type_free(&filetype);
+    return ret;
 }
 
 static int complete(struct state *s, const struct rp_op *o, size_t n)
@@ -320,7 +362,7 @@ static int do_open(struct state *s, const struct rp_op *o)
         MPI_Abort(MPI_COMM_WORLD, IOT_EXIT_FAILURE);
     }
     hd->open = 1;
-    hd->disp = hd->ptr = 0;
+    hd->disp = hd->ptr = hd->blk = hd->stride = 0;
     return ret;
 }
 
@@ -350,10 +392,11 @@ static int do_meta(struct state *s, const struct rp_op *o, struct handle *hd, in
     uint64_t extent = s->sh->extent[s->sh->handle_path[o->handle]];
     *done = 1;
     switch (o->func) {
-    case F(set_size):
-        return MPI_File_set_size(fh, (MPI_Offset)extent);
+    case F(set_size): /* the size asked for, or, in older traces, as far as the job wrote */
+        return MPI_File_set_size(fh, (MPI_Offset)(o->offset >= 0 ? (uint64_t)o->offset : extent));
     case F(preallocate):
-        return MPI_File_preallocate(fh, (MPI_Offset)extent);
+        return MPI_File_preallocate(fh,
+                                    (MPI_Offset)(o->offset >= 0 ? (uint64_t)o->offset : extent));
     case F(get_size):
         return MPI_File_get_size(fh, &off);
     case F(get_group):
@@ -369,23 +412,20 @@ static int do_meta(struct state *s, const struct rp_op *o, struct handle *hd, in
             MPI_Info_free(&info);
         return ret;
     case F(set_view):
-        hd->disp = hd->ptr = o->offset < 0 ? 0 : o->offset;
-        return MPI_File_set_view(fh, (MPI_Offset)hd->disp, MPI_BYTE, MPI_BYTE, "native",
-                                 MPI_INFO_NULL);
+        return set_view(s, o, hd);
     case F(get_view):
         return MPI_File_get_view(fh, &off, &et, &ft, rep);
     case F(seek):
         if (o->offset < 0)
             return MPI_File_seek(fh, 0, MPI_SEEK_CUR);
-        hd->ptr = o->offset < hd->disp ? hd->disp : o->offset;
-        return MPI_File_seek(fh, (MPI_Offset)(hd->ptr - hd->disp), MPI_SEEK_SET);
+        hd->ptr = view_pos(hd, o->offset);
+        return MPI_File_seek(fh, (MPI_Offset)hd->ptr, MPI_SEEK_SET);
     case F(get_position):
         return MPI_File_get_position(fh, &off);
     case F(get_byte_offset):
         return MPI_File_get_byte_offset(fh, 0, &off);
     case F(seek_shared):
-        off = o->offset < hd->disp ? 0 : (MPI_Offset)(o->offset - hd->disp);
-        return MPI_File_seek_shared(fh, off, MPI_SEEK_SET);
+        return MPI_File_seek_shared(fh, (MPI_Offset)view_pos(hd, o->offset), MPI_SEEK_SET);
     case F(get_position_shared):
         return MPI_File_get_position_shared(fh, &off);
     case F(get_type_extent):
@@ -414,7 +454,7 @@ static int do_data(struct state *s, const struct rp_op *o, struct handle *hd)
         return MPI_ERR_COUNT;
     int n = (int)o->bytes;
     MPI_Count nc = (MPI_Count)o->bytes;
-    MPI_Offset at = o->offset > hd->disp ? (MPI_Offset)(o->offset - hd->disp) : 0;
+    MPI_Offset at = (MPI_Offset)view_pos(hd, o->offset);
     void *r = s->rbuf;
     const void *w = s->wbuf;
     MPI_Request q = MPI_REQUEST_NULL;
@@ -570,12 +610,13 @@ struct timing {
 static void count(struct state *s, const struct rp_op *o, int64_t ns, int replayed)
 {
     struct func_stat *f = &s->st.f[o->func < RP_FUNCS ? o->func : 0];
+    uint64_t bytes = o->kind == RP_MPIIO && o->func == IOT_F_MPIIO_MPI_File_set_view ? 0 : o->bytes;
     f->calls++;
-    f->bytes += o->bytes;
+    f->bytes += bytes;
     f->orig_ns += (uint64_t)(o->t_end > o->t_start ? o->t_end - o->t_start : 0);
     if (replayed) {
         f->replayed++;
-        f->replay_bytes += o->bytes;
+        f->replay_bytes += bytes;
         f->replay_ns += (uint64_t)ns;
     }
 }
@@ -802,6 +843,7 @@ static void total_of(const struct rank_stat *all, struct rank_stat *t)
         t->added_seeks += s->added_seeks;
         t->added_waits += s->added_waits;
         t->syncs += s->syncs;
+        t->strided_views += s->strided_views;
         t->errors += s->errors;
         for (int k = 0; k < RP_SKIP_REASONS; k++)
             t->skipped[k] += s->skipped[k];
@@ -819,10 +861,11 @@ static void total_of(const struct rank_stat *all, struct rank_stat *t)
 static void text_rank(const char *who, const struct rank_stat *s)
 {
     printf("%s: original %.3f ms, replayed %.3f ms (time between calls kept %.3f ms); "
-           "added seeks %llu, added waits %llu, added barriers %llu, failed %llu", who,
-           ms(s->orig_ns), ms(s->replay_ns), ms(s->compute_ns),
-           (unsigned long long)s->added_seeks, (unsigned long long)s->added_waits,
-           (unsigned long long)s->syncs, (unsigned long long)s->errors);
+           "strided views %llu, added seeks %llu, added waits %llu, added barriers %llu, "
+           "failed %llu", who, ms(s->orig_ns), ms(s->replay_ns), ms(s->compute_ns),
+           (unsigned long long)s->strided_views, (unsigned long long)s->added_seeks,
+           (unsigned long long)s->added_waits, (unsigned long long)s->syncs,
+           (unsigned long long)s->errors);
     for (int k = 1; k < RP_SKIP_REASONS; k++)
         if (s->skipped[k])
             printf(", not replayed (%s) %llu", rp_skip_names[k],
@@ -855,6 +898,7 @@ static json_t *json_stat(const struct rank_stat *s, int rank_no)
     set_u64(o, "original_ns", s->orig_ns);
     set_u64(o, "replayed_ns", s->replay_ns);
     set_u64(o, "compute_ns", s->compute_ns);
+    set_u64(o, "strided_views", s->strided_views);
     set_u64(o, "added_seeks", s->added_seeks);
     set_u64(o, "added_waits", s->added_waits);
     set_u64(o, "added_barriers", s->syncs);

@@ -286,8 +286,11 @@ static int map_paths(struct rp_plan *p, const char *target)
             if (o->skip)
                 continue;
             used[o->handle] = 1;
-            if (o->offset >= 0 && (uint64_t)o->offset + o->bytes > p->extent[o->handle])
-                p->extent[o->handle] = (uint64_t)o->offset + o->bytes;
+            uint64_t end = (uint64_t)o->offset + (o->kind == RP_MPIIO &&
+                                                  o->func == IOT_F_MPIIO_MPI_File_set_view
+                                                  ? 0 : o->bytes);
+            if (o->offset >= 0 && end > p->extent[o->handle])
+                p->extent[o->handle] = end;
         }
     size_t dir = common_dir(p, used, 1);
     size_t tlen = strlen(target);
@@ -493,7 +496,8 @@ static void infer_positions(struct rp_plan *p, uint32_t r, struct seg *s)
         case IOT_F_MPIIO_MPI_File_set_view:
         case IOT_F_MPIIO_MPI_File_open:
         case IOT_F_MPIIO_MPI_File_close:
-            if (o->func == IOT_F_MPIIO_MPI_File_set_view)
+            /* Older traces do not record where the view starts. */
+            if (o->func == IOT_F_MPIIO_MPI_File_set_view && o->offset < 0)
                 o->offset = g->shared || g->min_data == INT64_MAX ? 0 : g->min_data;
             *g = (struct seg){-1, -1, INT64_MAX, 0};
             break;

@@ -101,6 +101,13 @@ def check_mpiio(events, data_file):
             if e["func"] in ("MPI_File_write_shared",):
                 if not region(5) <= e["offset"] < region(6):
                     fail(f"rank {rank} write_shared offset {e['offset']} outside region 5")
+        # The views as set: the strided one (blocks of Q every NPROCS * Q bytes
+        # from the rank's first quarter block), then the default one.
+        views = [(e["role"], e["offset"], e["bytes"], e["xfer"]) for e in evs
+                 if e["func"] == "MPI_File_set_view"]
+        want = [("view", region(9) + rank * Q, Q, NPROCS * Q), ("view", 0, 1, 1)]
+        if views != want:
+            fail(f"rank {rank}: set_view rows (role, offset, bytes, xfer) {views}, want {want}")
         xfers = {e["func"]: e["xfer"] for e in evs}
         for f in ("MPI_File_write_at", "MPI_File_read_at", "MPI_File_write_all", "MPI_File_read_all",
                   "MPI_Wait", "MPI_Test", "MPI_Waitany", "MPI_File_write_ordered"):

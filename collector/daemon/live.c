@@ -91,6 +91,7 @@ struct live {
     int64_t newest_arrival_ns; /* recv time of the newest batch read (collector clock) */
     int64_t current_arrival;   /* of the batch being read */
     uint64_t finalized, recomputed;
+    size_t samples_checked; /* all_samples() when unsettled jobs were last looked at */
     uint64_t members_at; /* batches_read when the jobs' members were last counted */
     int failed;
     char error[512];
@@ -372,11 +373,23 @@ static int job_settled(struct live *l, uint32_t id, size_t *samples)
     return settled;
 }
 
+/* Clock samples of all nodes: unsettled jobs are looked at again only when
+ * this moved, not on every tick. */
+static size_t all_samples(const struct live *l)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->d.n_clocks; i++)
+        n += l->d.clocks[i].map.n;
+    return n;
+}
+
 /* The next job whose final figures are due: idle for job_idle_ns (jobs of a
  * store read at start-up at once), or finished while a node's clock had no
  * sample after its end and that node has new samples now.  Called locked. */
 static uint32_t due_job(struct live *l, int64_t now)
 {
+    size_t total = all_samples(l);
+    int samples_came = total != l->samples_checked;
     for (size_t i = 1; i < l->n_jobs; i++) {
         struct ljob *j = l->jobs[i];
         size_t samples;
@@ -384,10 +397,11 @@ static uint32_t due_job(struct live *l, int64_t now)
             continue;
         if (!j->finished && now - j->last_arrival >= l->cfg.job_idle_ns)
             return (uint32_t)i;
-        if (j->finished && j->final && j->unsettled &&
+        if (samples_came && j->finished && j->final && j->unsettled &&
             (job_settled(l, (uint32_t)i, &samples) || samples != j->clock_samples))
             return (uint32_t)i;
     }
+    l->samples_checked = total;
     return 0;
 }
 

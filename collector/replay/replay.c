@@ -610,7 +610,7 @@ struct timing {
 static void count(struct state *s, const struct rp_op *o, int64_t ns, int replayed)
 {
     struct func_stat *f = &s->st.f[o->func < RP_FUNCS ? o->func : 0];
-    uint64_t bytes = o->kind == RP_MPIIO && o->func == IOT_F_MPIIO_MPI_File_set_view ? 0 : o->bytes;
+    uint64_t bytes = rp_data_bytes(o);
     f->calls++;
     f->bytes += bytes;
     f->orig_ns += (uint64_t)(o->t_end > o->t_start ? o->t_end - o->t_start : 0);

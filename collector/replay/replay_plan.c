@@ -286,9 +286,7 @@ static int map_paths(struct rp_plan *p, const char *target)
             if (o->skip)
                 continue;
             used[o->handle] = 1;
-            uint64_t end = (uint64_t)o->offset + (o->kind == RP_MPIIO &&
-                                                  o->func == IOT_F_MPIIO_MPI_File_set_view
-                                                  ? 0 : o->bytes);
+            uint64_t end = (uint64_t)o->offset + rp_data_bytes(o);
             if (o->offset >= 0 && end > p->extent[o->handle])
                 p->extent[o->handle] = end;
         }

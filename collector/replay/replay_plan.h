@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "iot_functions.h"
+
 enum rp_kind { RP_MPIIO = 1, RP_POSIX = 2 };
 
 /* Why an operation of the trace is not replayed. */
@@ -45,6 +47,13 @@ struct rp_op {
     uint8_t skip;      /* enum rp_skip */
     uint8_t sync;      /* wait for the handle's members first (rp_plan_prepare) */
 };
+
+/* Bytes of data the operation moves: an MPI_File_set_view row's bytes
+ * describe the view (docs/client.md, "File views"). */
+static inline uint64_t rp_data_bytes(const struct rp_op *o)
+{
+    return o->kind == RP_MPIIO && o->func == IOT_F_MPIIO_MPI_File_set_view ? 0 : o->bytes;
+}
 
 /* Why ranks and their events are missing: drop records of the job. */
 struct rp_loss {

@@ -195,7 +195,8 @@ static void check_categories(struct checker *k)
         const struct iot_slog2_category *c = iot_slog2_category_at(k->r, i);
         if (c->index >= 0)
             continue;
-        int p = -c->index - 1;
+        /* c->index comes from the file: -INT32_MIN does not exist, so compare before negating. */
+        int p = c->index < -3 ? 3 : -c->index - 1;
         if (p > 2 || preview_topo[p] != c->topo || strcmp(c->name, preview[p]) != 0)
             violation(k, "category %d \"%s\": negative indices are reserved for Preview_Event "
                          "(-1), Preview_Arrow (-2) and Preview_State (-3)",

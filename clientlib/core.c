@@ -362,8 +362,44 @@ static const char *strip_fs_prefix(const char *path)
     return (p - path >= 2 && *p == ':') ? p + 1 : path;
 }
 
+/* Drops empty and "." components and takes ".." back one component, in
+ * place, without looking at the file system: "/proc/self/../1/maps" and
+ * "/tmp//x/./f" get the names their files are known by, so that the exclude
+ * and include patterns and the file ids see one name per path however it was
+ * spelt (symbolic links are not followed: that would cost a system call per
+ * component at every open). */
+static size_t normalize(char *buf, size_t len)
+{
+    size_t o = 0; /* buf[0..o) is the result; it starts with '/' */
+    for (size_t i = 0; i < len;) {
+        while (i < len && buf[i] == '/')
+            i++;
+        size_t j = i;
+        while (j < len && buf[j] != '/')
+            j++;
+        size_t n = j - i;
+        if (n == 0 || (n == 1 && buf[i] == '.')) {
+            /* nothing to keep */
+        } else if (n == 2 && buf[i] == '.' && buf[i + 1] == '.') {
+            while (o > 0 && buf[o - 1] != '/')
+                o--;
+            if (o > 0)
+                o--;
+        } else {
+            buf[o++] = '/';
+            memmove(buf + o, buf + i, n);
+            o += n;
+        }
+        i = j;
+    }
+    if (o == 0)
+        buf[o++] = '/';
+    buf[o] = '\0';
+    return o;
+}
+
 /* The absolute form of `path` in buf (the working directory before a
- * relative one); its length, or 0 when it cannot be known. */
+ * relative one), normalized; its length, or 0 when it cannot be known. */
 static size_t absolute(const char *path, char *buf, size_t cap)
 {
     path = strip_fs_prefix(path);
@@ -383,7 +419,7 @@ static size_t absolute(const char *path, char *buf, size_t cap)
         len = strnlen(buf, cap - 1);
     }
     buf[len] = '\0';
-    return len;
+    return normalize(buf, len);
 }
 
 int iot_file_excluded(const char *path)
@@ -407,12 +443,20 @@ uint64_t iot_file_register(const char *path)
     return id;
 }
 
+/* A storage server's object names are paths inside its storage (or
+ * "<gfid:...>" names): IOTRACE_ANONYMIZE hashes them component by component
+ * like the ranks' paths, so that a site that must not store paths stores
+ * none from its servers either. */
 uint64_t iot_object_register(const char *name)
 {
-    size_t len = strnlen(name, 4095);
-    uint64_t id = iot_file_id(name, len);
+    char buf[4096];
+    size_t len = strnlen(name, sizeof buf - 1);
+    memcpy(buf, name, len);
+    buf[len] = '\0';
+    len = iot_path_name(buf, len, sizeof buf);
+    uint64_t id = iot_file_id(buf, len);
     if (first_sighting(id))
-        iot_sender_queue_name(id, name, len);
+        iot_sender_queue_name(id, buf, len);
     return id;
 }
 

@@ -9,28 +9,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "client.h"
 
-#define MAX_PATTERNS 32
 #define DEFAULT_EXCLUDE "/proc/*:/sys/*"
 
 struct pattern_list {
-    char text[2048]; /* the variable's value, ':' turned into '\0' */
-    const char *pattern[MAX_PATTERNS];
+    char *text; /* the variable's value, ':' turned into '\0' */
+    const char **pattern;
     int n;
 };
 
 static struct {
     struct pattern_list exclude, include;
     int anonymize;
-    char key[256];
+    unsigned char hash_key[crypto_shorthash_KEYBYTES];
 } P;
 
+/* Every pattern is kept, however many: one silently left out would trace
+ * (or hide) files the user excluded (or included). */
 static void parse(struct pattern_list *l, const char *value)
 {
-    snprintf(l->text, sizeof l->text, "%s", value);
+    free(l->text);
+    free(l->pattern);
     l->n = 0;
-    for (char *p = l->text; *p && l->n < MAX_PATTERNS;) {
+    l->text = strdup(value);
+    size_t max = 1;
+    for (const char *c = value; *c; c++)
+        max += *c == ':';
+    l->pattern = calloc(max, sizeof *l->pattern);
+    if (!l->text || !l->pattern) {
+        iot_debug_log("out of memory for the path patterns '%s'; none applied", value);
+        return;
+    }
+    for (char *p = l->text; *p;) {
         char *colon = strchr(p, ':');
         if (colon)
             *colon = '\0';
@@ -59,7 +72,10 @@ void iot_paths_configure(void)
     const char *an = getenv("IOTRACE_ANONYMIZE");
     P.anonymize = an && an[0] == '1' && !an[1];
     const char *key = getenv("IOTRACE_ANONYMIZE_KEY");
-    snprintf(P.key, sizeof P.key, "%s", key ? key : "");
+    if (!key)
+        key = "";
+    crypto_generichash(P.hash_key, sizeof P.hash_key, (const unsigned char *)key, strlen(key),
+                       NULL, 0);
 }
 
 int iot_path_traced(const char *abs)
@@ -69,18 +85,20 @@ int iot_path_traced(const char *abs)
     return P.include.n == 0 || matches(&P.include, abs);
 }
 
-/* FNV-1a over the key and the component: the same name always gives the
- * same hash under one key, so files still compare equal across processes
- * and jobs, while the names themselves are not kept. */
+/* SipHash-2-4 (libsodium's crypto_shorthash) under a 128-bit key drawn
+ * from IOTRACE_ANONYMIZE_KEY with BLAKE2b: the same name always gives the
+ * same hash under one key, so files still compare equal across processes and
+ * jobs, while without the key a hash neither gives the name back nor lets one
+ * test a guessed name (an unkeyed or key-prefixed FNV would: each of its steps
+ * can be undone, so one known component exposes the state after the key). */
 static uint64_t keyed_hash(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (const char *k = P.key; *k; k++)
-        h = (h ^ (unsigned char)*k) * 1099511628211ull;
-    h = (h ^ 0xff) * 1099511628211ull; /* key and name cannot run together */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
+    unsigned char h[crypto_shorthash_BYTES];
+    crypto_shorthash(h, (const unsigned char *)s, n, P.hash_key);
+    uint64_t v = 0;
+    for (size_t i = 0; i < sizeof h; i++)
+        v = v << 8 | h[i];
+    return v;
 }
 
 size_t iot_path_name(char *path, size_t len, size_t cap)

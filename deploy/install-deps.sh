@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian 12 packages iotrace builds, runs and tests with.
 set -eu
-PACKAGES="build-essential cmake pkg-config python3 mpich libmpich-dev libzmq3-dev
+PACKAGES="build-essential cmake pkg-config python3 mpich libmpich-dev libzmq3-dev libsodium-dev
 libprotobuf-c-dev protobuf-c-compiler liblz4-dev zlib1g-dev libjansson-dev libcmocka-dev
 glusterfs-server glusterfs-client libglusterfs-dev liburcu-dev fuse3 faketime libfaketime
 libmicrohttpd-dev libcrypt-dev libjs-chart.js chromium chromium-driver python3-selenium python3-jsonschema prometheus curl openssl

@@ -15,7 +15,8 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME iotrace)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "iotrace maintainers <iotrace@localhost>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "which disk operations each MPI-IO call caused")
+# No CPACK_PACKAGE_DESCRIPTION_SUMMARY: CPack would put that one line in
+# front of every package's own summary (the first line of its description).
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
@@ -36,25 +37,27 @@ set(CPACK_DEBIAN_REPLAY_PACKAGE_NAME iotrace-replay)
 set(CPACK_DEBIAN_SERVER_PACKAGE_NAME libiotrace-server1)
 set(CPACK_DEBIAN_SERVER-DEV_PACKAGE_NAME libiotrace-server-dev)
 set(CPACK_DEBIAN_GLUSTER_PACKAGE_NAME glusterfs-iotrace)
-set(CPACK_COMPONENT_AGENT_DESCRIPTION "iotrace node agent\n"
-    " Forwards the trace batches of this node's MPI ranks and storage servers to the\n"
-    " iotrace collector, spooling them on disk until they are stored.")
-set(CPACK_COMPONENT_COLLECTOR_DESCRIPTION "iotrace collector, exporter and dashboard\n"
-    " Stores trace batches durably, matches MPI-IO calls with the disk operations they\n"
-    " caused, serves a live dashboard, a JSON API and Prometheus metrics; iotrace-export\n"
-    " writes JSON Lines, statistics and SLOG-2 for Jumpshot.")
-set(CPACK_COMPONENT_CLIENT_DESCRIPTION "iotrace library preloaded into MPI ranks\n"
-    " Gives every MPI-IO call a CallID and records it with the POSIX I/O it makes.")
-set(CPACK_COMPONENT_REPLAY_DESCRIPTION "replay a traced job's I/O on another file system\n"
-    " iotrace-replay, run under mpiexec, runs every MPI-IO call of a job stored by the\n"
-    " iotrace collector again, with its sizes, offsets, collectives and timing.")
-set(CPACK_COMPONENT_SERVER_DESCRIPTION "iotrace library for storage-server hooks\n"
-    " Records a storage server's disk operations with the CallIDs that caused them.")
-set(CPACK_COMPONENT_SERVER-DEV_DESCRIPTION "iotrace storage-server library: development files\n"
-    " Header <iotrace/server.h>, the .so link and iotrace-server.pc.")
-set(CPACK_COMPONENT_GLUSTER_DESCRIPTION "iotrace translators for GlusterFS\n"
-    " iotrace-client tags requests with the caller's CallID; iotrace-server records\n"
-    " every disk operation on the brick with it.")
+# One string each (CONCAT): set() with several quoted parts would make a
+# list, and the "; " between its items would end up in the description.
+string(CONCAT CPACK_COMPONENT_AGENT_DESCRIPTION "iotrace node agent\n"
+    "Forwards the trace batches of this node's MPI ranks and storage servers to the\n"
+    "iotrace collector, spooling them on disk until they are stored.")
+string(CONCAT CPACK_COMPONENT_COLLECTOR_DESCRIPTION "iotrace collector, exporter and dashboard\n"
+    "Stores trace batches durably, matches MPI-IO calls with the disk operations they\n"
+    "caused, serves a live dashboard, a JSON API and Prometheus metrics; iotrace-export\n"
+    "writes JSON Lines, statistics and SLOG-2 for Jumpshot.")
+string(CONCAT CPACK_COMPONENT_CLIENT_DESCRIPTION "iotrace library preloaded into MPI ranks\n"
+    "Gives every MPI-IO call a CallID and records it with the POSIX I/O it makes.")
+string(CONCAT CPACK_COMPONENT_REPLAY_DESCRIPTION "replay a traced job's I/O on another file system\n"
+    "iotrace-replay, run under mpiexec, runs every MPI-IO call of a job stored by the\n"
+    "iotrace collector again, with its sizes, offsets, collectives and timing.")
+string(CONCAT CPACK_COMPONENT_SERVER_DESCRIPTION "iotrace library for storage-server hooks\n"
+    "Records a storage server's disk operations with the CallIDs that caused them.")
+string(CONCAT CPACK_COMPONENT_SERVER-DEV_DESCRIPTION "iotrace storage-server library: development files\n"
+    "Header <iotrace/server.h>, the .so link and iotrace-server.pc.")
+string(CONCAT CPACK_COMPONENT_GLUSTER_DESCRIPTION "iotrace translators for GlusterFS\n"
+    "iotrace-client tags requests with the caller's CallID; iotrace-server records\n"
+    "every disk operation on the brick with it.")
 
 # Besides what dpkg-shlibdeps finds: the dashboard's chart library, the
 # tools the scripts use, the runtime library of the -dev and GlusterFS parts.

@@ -8,7 +8,9 @@
 - the pkg-config file follows the prefix;
 - each unit's ExecStart, run as the service user with the unit's state and
   runtime directories, starts the daemon (a real collector and agent, the
-  agent's socket open to other users) and a batch goes through.
+  agent's socket open to other users) and a batch goes through; the
+  collector serves the dashboard installed under P, and the server
+  translator finds libiotrace-server under P.
 
 usage: install_test.py BUILD_DIR PRODUCER"""
 import os
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlib import check, failures, free_port  # noqa: E402
@@ -78,6 +81,18 @@ def main():
         check(want in names, f"{want} not installed")
     xlators = [n for n in names if re.search(r"glusterfs/[^/]+/xlator/debug/iotrace-(client|server)\.so$", n)]
     check(len(xlators) == 2, f"translators under the prefix: {xlators}")
+    # glusterfsd loads the server translator from the prefix: it must find
+    # libiotrace-server there, relative to itself, not in the build tree.
+    for x in xlators:
+        if x.endswith("iotrace-server.so"):
+            path = os.path.join(prefix, x)
+            r = run(["readelf", "-d", path])
+            check("$ORIGIN/" in r.stdout, f"{x}: no RUNPATH relative to the module: {r.stdout[-600:]}")
+            r = run(["ldd", path])
+            lib = [line for line in r.stdout.splitlines() if "libiotrace-server.so" in line]
+            where = lib[0].split("=>")[1].split("(")[0].strip() if lib and "=>" in lib[0] else ""
+            check(where and os.path.realpath(where).startswith(os.path.realpath(prefix) + "/"),
+                  f"{x} resolves libiotrace-server as {lib or r.stdout}")
 
     # DESTDIR: the same tree below it, nothing elsewhere.
     dest = os.path.join(tmp, "dest")
@@ -120,10 +135,14 @@ def main():
         os.makedirs(d)
         os.chown(d, user.pw_uid, user.pw_gid)
         os.chmod(d, mode)
-    port = free_port()
+    port, http_port = free_port(), free_port()
     sock = os.path.join(runtime, "agent.sock")
     with open(os.path.join(prefix, "etc/iotrace/collector.conf"), "w") as f:
-        f.write(f"listen = tcp://127.0.0.1:{port}\nstore = {state}/store\nhttp = off\n")
+        f.write(f"listen = tcp://127.0.0.1:{port}\nstore = {state}/store\nhttp = 127.0.0.1:{http_port}\n")
+    # The dashboard must come from the prefix: mark the installed page.
+    index = os.path.join(prefix, "share/iotrace/web/index.html")
+    with open(index, "a") as f:
+        f.write("<!-- served from the moved install -->\n")
     with open(os.path.join(prefix, "etc/iotrace/agent.conf"), "w") as f:
         f.write(f"collector = tcp://127.0.0.1:{port}\nlisten = ipc://{sock}\nnode = n1\n")
     as_user = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
@@ -149,6 +168,11 @@ def main():
             ok = "installjob " in r.stdout and "events=30 " in r.stdout
             time.sleep(0.2)
         check(ok, f"the batch did not reach the installed collector's store: {r.stdout} {r.stderr}")
+        try:
+            page = urllib.request.urlopen(f"http://127.0.0.1:{http_port}/", timeout=10).read().decode()
+        except OSError as e:
+            page = str(e)
+        check("served from the moved install" in page, f"the dashboard is not the prefix's: {page[:300]}")
         check(os.path.isdir(os.path.join(state, "spool")), "the agent did not spool in $STATE_DIRECTORY")
         st = os.stat(os.path.join(state, "store"))
         check(st.st_uid == user.pw_uid and st.st_mode & 0o077 == 0,

@@ -48,7 +48,8 @@ def main():
                       ("iotrace-collector", ["./usr/bin/iotrace-collector", "./usr/bin/iotrace-export",
                                               "./usr/share/iotrace/web/index.html",
                                               "./usr/lib/systemd/system/iotrace-collector.service",
-                                              "./usr/share/man/man1/iotrace-export.1"]),
+                                              "./usr/share/man/man1/iotrace-export.1",
+                                              "./usr/share/man/man8/iotrace-collector.8"]),
                       ("libiotrace-client", ["libiotrace-client.so", "./usr/share/man/man7/libiotrace-client.7"]),
                       ("iotrace-replay", ["./usr/bin/iotrace-replay", "./usr/share/man/man1/iotrace-replay.1"]),
                       ("libiotrace-server1", ["libiotrace-server.so.1"]),
@@ -56,6 +57,16 @@ def main():
                       ("glusterfs-iotrace", ["xlator/debug/iotrace-client.so", "xlator/debug/iotrace-server.so"])):
         for w in want:
             check(w in contents.get(pkg, ""), f"{pkg} lacks {w}")
+    # Each package its own summary line (what apt search shows), then its
+    # description, Debian-formatted; no list separators leaked from CMake.
+    summaries = {}
+    for p, d in debs.items():
+        desc = control(d, "Description")
+        lines = desc.splitlines()
+        summaries[p] = lines[0] if lines else ""
+        check(len(lines) >= 2 and all(x.startswith(" ") and not x.startswith(("  ", " ;")) for x in lines[1:]),
+              f"{p}: malformed description {desc!r}")
+    check(len(set(summaries.values())) == len(summaries), f"summaries not distinct: {summaries}")
     deps = {p: control(d, "Depends") for p, d in debs.items()}
     # The preloaded library finds MPI at run time and must install on a node
     # with any MPI; the replay tool is an MPICH program.

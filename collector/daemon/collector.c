@@ -84,7 +84,7 @@ static const struct iot_opt options[] = {
     {"http-clients", 0, IOT_OPT_INT, &opt_http_clients, "N",
      "HTTP connections served at once, 1 to 1000 (default 64)"},
     {"web-root", 0, IOT_OPT_STRING, &opt_web_root, "DIR",
-     "the dashboard's files (default: where the install put them)"},
+     "the dashboard's files (default: ../share/iotrace/web from the binary, as installed)"},
     {"chart-js", 0, IOT_OPT_STRING, &opt_chart_js, "FILE",
      "Chart.js for the dashboard (default: Debian's libjs-chart.js)"},
     {"export-tool", 0, IOT_OPT_STRING, &opt_export_tool, "FILE",
@@ -1015,13 +1015,28 @@ static int open_socket(struct collector *c)
     return 0;
 }
 
-/* The dashboard's files: where the install put them, else (a build that
- * was not installed) the source tree's. */
+/* The dashboard's files: where the install put them relative to this
+ * binary (so that a moved tree still serves its own), else where the
+ * configured prefix says, else (a build that was not installed) the source
+ * tree's. */
 static const char *web_root(void)
 {
+    static char beside[4096];
     struct stat st;
     if (opt_web_root)
         return opt_web_root;
+    ssize_t n = readlink("/proc/self/exe", beside, sizeof beside - 1);
+    if (n > 0) {
+        beside[n] = '\0';
+        char *slash = strrchr(beside, '/');
+        size_t used = slash ? (size_t)(slash - beside) : 0;
+        int m = snprintf(beside + used, sizeof beside - used, "/" IOTRACE_WEB_REL);
+        char index[4200];
+        if (slash && m > 0 && (size_t)m < sizeof beside - used &&
+            snprintf(index, sizeof index, "%s/index.html", beside) < (int)sizeof index &&
+            stat(index, &st) == 0)
+            return beside;
+    }
     return stat(IOTRACE_WEB_DIR "/index.html", &st) == 0 ? IOTRACE_WEB_DIR
                                                           : IOTRACE_SOURCE_WEB_DIR;
 }

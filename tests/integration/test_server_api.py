@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+from test_paths import anonymized  # noqa: E402
 from harness import Deployment, parse_bins, sanitizer_env  # noqa: E402
 import slog2_export  # noqa: E402
 
@@ -90,6 +91,17 @@ def main():
 
         dep.wait_for(complete)
         print(f"ok: with 64-slot buffers {recorded} recorded, {dropped} dropped and reported")
+
+        # IOTRACE_ANONYMIZE applies to a server's object names as to the ranks' paths.
+        env.update(IOTRACE_BUFFER_EVENTS="65536", IOTRACE_ANONYMIZE="1", IOTRACE_ANONYMIZE_KEY="k2")
+        res = subprocess.run([bins["server_demo"], "anon:/store", "100", str(JOBS)], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res
+        events = dep.wait_for(lambda ev: sum(e.get("server") == "anon:/store" for e in ev) >= 100)
+        names = {e["file"] for e in events if e.get("server") == "anon:/store"}
+        want = {anonymized("/odd.dat", "k2"), anonymized("/even.dat", "k2")}
+        assert names == want, (names, want)
+        print(f"ok: object names anonymized as the ranks' paths are: {sorted(names)}")
         check_overlap(bins, dep, env)
     finally:
         dep.stop()

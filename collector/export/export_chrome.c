@@ -164,11 +164,13 @@ static int cmp_group(const void *a, const void *b, void *ctx)
 {
     const struct xp_data *d = ctx;
     const struct group *x = a, *y = b;
-    if (x->kind != y->kind)
-        return x->kind < y->kind ? -1 : 1;
+    /* Node first: a node's ranks and its bricks sit together in the viewer,
+     * as its timelines do in the SLOG-2 file's first view. */
     int c = strcmp(xp_string(&d->nodes, x->node), xp_string(&d->nodes, y->node));
     if (c)
         return c;
+    if (x->kind != y->kind)
+        return x->kind < y->kind ? -1 : 1;
     const struct xp_strings *t = x->kind == G_SERVER ? &d->servers : &d->jobs;
     return strcmp(xp_string(t, x->sub), xp_string(t, y->sub));
 }

@@ -29,6 +29,8 @@ FIRST_TITLE_RE = re.compile(r'^iotrace: (?:rank r, brick b thread t = (\d+)\*\(b
                             r'thread t\))$')
 DETAIL_TITLE = "iotrace: node, rank or brick, thread, lane"
 HEADER_RE = re.compile(r'MaxTreeDepth=(\d+)')
+SHADOW_RE = re.compile(r'^shadow ID\((\d+),(\d+)\) child=\S+ \w+ \d+ cat=(-?\d+) TimeBBox\S+ \[(.*?)\] '
+                       r'.*Nrobjs=(\d+)')
 
 
 def fail(msg):
@@ -45,6 +47,7 @@ class Dump:
             fail(f"--dump-slog2 {path} exited {res.returncode}: {res.stderr}\n"
                  + "\n".join(l for l in res.stdout.splitlines() if l.startswith("violation"))[:3000])
         self.categories, self.drawables, self.maps = {}, [], collections.defaultdict(dict)
+        self.shadows = []  # preview drawables: {"node": (depth, index), "cat", "verts", "n"}
         self.map_heads = {}  # map number -> (title, column labels)
         self.depth = None
         for line in res.stdout.splitlines():
@@ -55,8 +58,13 @@ class Dump:
                                                     tuple(int(m.group(i)) for i in (4, 5, 6)))
             elif m := DRAW_RE.match(line):
                 verts = [(float(t), int(l)) for t, l in VERTEX_RE.findall(m.group(7))]
-                self.drawables.append({"cat": int(m.group(3)), "topo": m.group(4),
+                self.drawables.append({"node": (int(m.group(1)), int(m.group(2))),
+                                       "cat": int(m.group(3)), "topo": m.group(4),
                                        "verts": verts, "info": m.group(8)})
+            elif m := SHADOW_RE.match(line):
+                self.shadows.append({"node": (int(m.group(1)), int(m.group(2))), "cat": int(m.group(3)),
+                                     "verts": [(float(t), int(l)) for t, l in VERTEX_RE.findall(m.group(4))],
+                                     "n": int(m.group(5))})
             elif m := MAPHEAD_RE.match(line):
                 self.map_heads[int(m.group(1))] = (m.group(2), re.findall(r'"([^"]*)"', m.group(3)))
             elif m := MAP_RE.match(line):

@@ -108,6 +108,22 @@ def check_against_stats(df, stats, job):
     for f in set(per_func) & {"MPI_File_write_at", "MPI_File_open"}:
         check(per_func[f] == NPROCS, f"{f}: {per_func[f]} calls, want {NPROCS}")
 
+    # Every row's role follows from its function, and mpiio_mix makes each kind.
+    def role(row):
+        if row.kind == "disk":
+            return "op"
+        if row.func.startswith(("MPI_Wait", "MPI_Test")):
+            return "completion"
+        if row.func.endswith("_end"):
+            return "end"
+        return "view" if row.func == "MPI_File_set_view" else "call"
+    want_roles = mine[mine.kind.isin(["mpiio", "disk"])].apply(role, axis=1)
+    got_roles = mine.loc[want_roles.index, "role"]
+    wrong = mine.loc[want_roles.index][got_roles != want_roles]
+    check(wrong.empty, f"roles: {wrong[['func', 'role']].head().to_dict('records')}")
+    check({"call", "completion", "end", "view", "op"} <= set(got_roles),
+          f"roles present: {sorted(set(got_roles))}")
+
     call_bytes = int(calls[calls.role == "call"].bytes.sum())
     with_completions = int(calls.bytes.sum())
     disk = mine[mine.kind == "disk"]

@@ -106,6 +106,8 @@ def same(name, what, got, want):
 def check_fake(name, fake, alone, iot):
     if sorted(fake) != list(range(NPROCS)):
         fail(f"{name}: the fake tool reported for ranks {sorted(fake)}")
+    if any(fake[r]["queries"] == 0 for r in range(NPROCS)):
+        fail(f"{name}: the fake tool made no queries of its own")
     for rank in range(NPROCS):
         for part in ("mpi", "posix"):
             if fake[rank][part] != alone[rank][part]:
@@ -132,6 +134,10 @@ def main():
         _, _, fake_alone = run(bins, dep, "fake-alone", [fake_lib])
         if sorted(fake_alone) != list(range(NPROCS)):
             fail(f"the fake tool alone reported for ranks {sorted(fake_alone)}")
+        # Otherwise "none of the tool's queries recorded" below would hold trivially.
+        made = [fake_alone[r]["queries"] for r in range(NPROCS)]
+        if 0 in made:
+            fail(f"the fake tool made no queries of its own: {made}")
         alone = traced(bins, dep, "iotrace-alone", [client], plain)
         if any(alone["mpi"][r][q] for r in alone["mpi"] for q in QUERIES):
             fail("iotrace alone recorded queries mpiio_mix does not make")

@@ -14,6 +14,7 @@
 
 #include "clocksync.h"
 #include "curve.h"
+#include "dropbox.h"
 #include "intake.h"
 #include "journal.h"
 #include "log.h"
@@ -42,6 +43,7 @@ struct config {
     char *state_dir;
     char *spool_sync;
     char *socket_mode;
+    char *dropbox;
     char *curve_key;
     char *collector_key;
     int insecure;
@@ -62,6 +64,7 @@ struct agent {
     int sigfd;
     struct spool spool;
     struct intake intake;
+    struct dropbox dropbox;
     struct uplink uplink;
     struct clocksync clock;
     struct agent_stats stats;
@@ -158,6 +161,7 @@ static void parse_options(struct agent *a, int argc, char **argv)
         .state_dir = getenv("STATE_DIRECTORY") ? getenv("STATE_DIRECTORY") : "",
         .spool_sync = "1s",
         .socket_mode = "0666",
+        .dropbox = "",
     };
     const struct iot_opt opts[] = {
         {"collector", 'c', IOT_OPT_STRING, &c->collector, "tcp://HOST:PORT",
@@ -171,6 +175,11 @@ static void parse_options(struct agent *a, int argc, char **argv)
          "permissions of an ipc socket file, octal; the default lets the processes of every "
          "local user connect, and each batch is stamped with the user, group and process "
          "that sent it, as the kernel reports them (default 0666)"},
+        {"dropbox", 0, IOT_OPT_STRING, &c->dropbox, "DIR|none",
+         "directory (made mode 1733) where a process that cannot reach the agent as it exits "
+         "leaves its last batches, so that they and the counts of what it lost still reach "
+         "the store; each file is taken as a batch of the user owning it (default: the ipc "
+         "socket's path with .dropbox added; none for other endpoints)"},
         {"node", 'n', IOT_OPT_STRING, &c->node, "NAME",
          "node name sent to the collector (default: short host name)"},
         {"max-pending", 0, IOT_OPT_SIZE, &c->max_pending, "SIZE",
@@ -347,6 +356,17 @@ static int start(struct agent *a)
     a->intake.max_user_bytes =
         a->cfg.max_pending_user < a->cfg.max_pending ? a->cfg.max_pending_user : 0;
     a->intake_open = 1;
+    char box[4096];
+    if (!a->cfg.dropbox[0])
+        dropbox_default_path(a->cfg.listen, box, sizeof box);
+    else
+        snprintf(box, sizeof box, "%s", strcmp(a->cfg.dropbox, "none") ? a->cfg.dropbox : "");
+    /* Not fatal: without it only the counts of a process's last, unsendable
+     * batches are lost, as they were before there was one. */
+    if (dropbox_open(&a->dropbox, box) < 0)
+        iot_warn("running without a drop box");
+    /* What processes left while no agent ran goes first. */
+    dropbox_scan(&a->dropbox, 0, &a->intake, &a->spool, &a->stats);
     char err[512];
     if (a->cfg.curve_key &&
         (iot_curve_load(a->cfg.curve_key, 1, &a->curve_own, err, sizeof err) < 0 ||
@@ -399,6 +419,7 @@ static void begin_shutdown(struct agent *a, int signo)
     a->stopping = 1;
     clocksync_stop(&a->clock); /* a new sample now would only lengthen the drain */
     take_from_producers(a, INT32_MAX);
+    dropbox_scan(&a->dropbox, 0, &a->intake, &a->spool, &a->stats);
     intake_close(&a->intake);
     a->intake_open = 0;
     a->drain_deadline = iot_mono_ns() + a->drain_timeout_ns;
@@ -462,6 +483,8 @@ static int run(struct agent *a)
         else if (a->intake_open)
             note_backpressure(a);
         now = iot_mono_ns();
+        if (a->intake_open)
+            dropbox_scan(&a->dropbox, now, &a->intake, &a->spool, &a->stats);
         clocksync_tick(&a->clock, now);
         if (a->journal_open)
             journal_tick(&a->journal, now);
@@ -494,6 +517,7 @@ static void finish(struct agent *a)
     stats_log(&a->stats, &a->spool, 1);
     if (a->intake_open)
         intake_close(&a->intake);
+    dropbox_close(&a->dropbox);
     uplink_close(&a->uplink);
     if (a->journal_open)
         journal_close(&a->journal);

@@ -152,25 +152,24 @@ static int peer_credentials(zmq_msg_t *msg, Iotrace__Sender *out)
     return 1;
 }
 
-/* Stores one received message if its envelope is sound. */
-static void accept_message(struct intake *in, zmq_msg_t *msg, struct spool *sp,
-                           struct agent_stats *st)
+int intake_accept(struct intake *in, const uint8_t *data, size_t len,
+                  const Iotrace__Sender *sender, int may_defer, struct spool *sp,
+                  struct agent_stats *st)
 {
     char err[256];
-    const uint8_t *data = zmq_msg_data(msg);
-    size_t len = zmq_msg_size(msg);
     iot_batch *b = iot_wire_open(data, len, err, sizeof err);
     if (!b) {
         st->invalid++;
         report_invalid(in, err);
-        return;
+        return INTAKE_REFUSED;
     }
     char key[512];
-    Iotrace__Sender sender;
-    int known = peer_credentials(msg, &sender);
+    uint8_t tail[sizeof in->tail];
+    memcpy(tail, in->tail, in->via_len);
     size_t tail_len = in->via_len;
-    if (known)
-        tail_len += iot_wire_sender_field(&sender, in->tail + in->via_len);
+    if (sender)
+        tail_len += iot_wire_sender_field(sender, tail + in->via_len);
+    int rc = INTAKE_REFUSED;
     if (b->sender) {
         st->invalid++;
         report_invalid(in, "the batch names its sender, which only the agent may do");
@@ -181,31 +180,50 @@ static void accept_message(struct intake *in, zmq_msg_t *msg, struct spool *sp,
          * a duplicate. */
         st->invalid++;
         report_invalid(in, "empty batch (no records, or cut short after its seq field)");
-    } else if (iot_wire_producer_key(b->producer, known ? &sender : NULL, key, sizeof key) < 0) {
+    } else if (iot_wire_producer_key(b->producer, sender, key, sizeof key) < 0) {
         st->invalid++;
         report_invalid(in, "producer identity too long");
-    } else if (known && in->max_user_bytes &&
-               spool_user_bytes(sp, sender.uid) >= in->max_user_bytes) {
-        st->over_quota++;
-        uint64_t held_back = 0;
-        if (ratelimit_allow(&in->quota_log, iot_mono_ns(), &held_back))
-            iot_warn("user %u holds %llu bytes of pending batches, its limit is %llu "
-                     "(--max-pending-per-user): batch dropped, its events count as lost "
-                     "(%llu more dropped since the last report)",
-                     sender.uid, (unsigned long long)spool_user_bytes(sp, sender.uid),
-                     (unsigned long long)in->max_user_bytes, (unsigned long long)held_back);
-    } else if (spool_push_tail(sp, key, b->epoch, b->seq, data, len, in->tail, tail_len) < 0) {
+    } else if (sender && in->max_user_bytes &&
+               spool_user_bytes(sp, sender->uid) >= in->max_user_bytes) {
+        if (may_defer) {
+            rc = INTAKE_DEFERRED;
+        } else {
+            st->over_quota++;
+            uint64_t held_back = 0;
+            if (ratelimit_allow(&in->quota_log, iot_mono_ns(), &held_back))
+                iot_warn("user %u holds %llu bytes of pending batches, its limit is %llu "
+                         "(--max-pending-per-user): batch dropped, its events count as lost "
+                         "(%llu more dropped since the last report)",
+                         sender->uid, (unsigned long long)spool_user_bytes(sp, sender->uid),
+                         (unsigned long long)in->max_user_bytes, (unsigned long long)held_back);
+        }
+    } else if (spool_push_tail(sp, key, b->epoch, b->seq, data, len, tail, tail_len) < 0) {
         /* Same outcome for the producer as a full store: the batch is lost
          * here, and counted, rather than the agent dying. */
-        st->invalid++;
-        report_invalid(in, "out of memory storing the batch");
+        if (may_defer) {
+            rc = INTAKE_DEFERRED;
+        } else {
+            st->invalid++;
+            report_invalid(in, "out of memory storing the batch");
+        }
     } else {
         st->received++;
+        rc = INTAKE_TAKEN;
         iot_debug("batch %s epoch=%016llx seq=%llu: %zu bytes, %u events", key,
                   (unsigned long long)b->epoch, (unsigned long long)b->seq, len,
                   b->event_count);
     }
     iot_wire_free_batch(b);
+    return rc;
+}
+
+/* Stores one received message if its envelope is sound. */
+static void accept_message(struct intake *in, zmq_msg_t *msg, struct spool *sp,
+                           struct agent_stats *st)
+{
+    Iotrace__Sender sender;
+    int known = peer_credentials(msg, &sender);
+    intake_accept(in, zmq_msg_data(msg), zmq_msg_size(msg), known ? &sender : NULL, 0, sp, st);
 }
 
 int intake_take(struct intake *in, struct spool *sp, struct agent_stats *st)

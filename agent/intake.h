@@ -34,6 +34,17 @@ struct intake {
 int intake_open(struct intake *in, void *zctx, const char *endpoint, const char *node,
                 unsigned socket_mode);
 
+enum { INTAKE_TAKEN, INTAKE_REFUSED, INTAKE_DEFERRED };
+
+/* Checks one batch's envelope and puts it in the pending store, stamped
+ * with this node and, when known, its sender.  INTAKE_REFUSED: invalid,
+ * counted and logged (or, without may_defer, dropped over the sender's
+ * quota or for want of memory, counted).  INTAKE_DEFERRED (may_defer only):
+ * no room for it now; the caller keeps it and tries again later. */
+int intake_accept(struct intake *in, const uint8_t *data, size_t len,
+                  const Iotrace__Sender *sender, int may_defer, struct spool *sp,
+                  struct agent_stats *st);
+
 /* Takes at most one message without blocking.  Returns 1 if one was taken
  * (valid or not), 0 if none was waiting, -1 on a socket error. */
 int intake_take(struct intake *in, struct spool *sp, struct agent_stats *st);

@@ -113,6 +113,7 @@ struct iot_config {
     int trace_mpiio;
     int verbose;
     const char *agent;
+    const char *dropbox; /* IOTRACE_DROPBOX; NULL: beside the agent's socket */
     const char *node;
     const char *job;
     uint64_t ring_events;

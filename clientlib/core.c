@@ -71,6 +71,7 @@ static void read_config(struct iot_config *c)
     if (!c->agent || !*c->agent)
         c->agent = access(IOT_AGENT_SERVICE_ENDPOINT + 6, F_OK) == 0 ? IOT_AGENT_SERVICE_ENDPOINT
                                                                    : IOT_AGENT_DEFAULT_ENDPOINT;
+    c->dropbox = getenv("IOTRACE_DROPBOX");
     c->node = getenv("IOTRACE_NODE");
     c->job = getenv("IOTRACE_JOB_ID");
     c->ring_events = round_pow2(env_u64("IOTRACE_BUFFER_EVENTS", 16384, 64, 1u << 24));

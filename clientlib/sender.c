@@ -4,11 +4,15 @@
  * agent cannot take right now is dropped and counted; the count travels in
  * the next batch as a drop record. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "client.h"
@@ -82,6 +86,8 @@ static struct {
     int64_t last_sweep_ns;
     int64_t last_flush_ns;
     uint64_t sent_events, sent_batches, failed_batches;
+    int final;                /* the last sweep, at exit: nothing comes after it */
+    uint64_t boxed_batches, boxed_bytes;
 } s = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .idle = PTHREAD_COND_INITIALIZER,
@@ -283,11 +289,55 @@ static void attach_names(iot_body *body, struct name_entry *names,
     body->files = ptrs;
 }
 
+/* At exit a batch the agent does not take has no later batch to carry the
+ * count of its events: it goes into the agent's drop box (agent/dropbox.h)
+ * as a file, written under a temporary name and renamed, so that the agent
+ * never reads half of one.  Readable by all, for the agent runs as its own
+ * user, but no one else can list the directory, and the name holds this
+ * process's random epoch.  At most IOT_DROPBOX_MAX_FILE of events per
+ * process; a batch of drop records only always fits. */
+static int dropbox_put(const uint8_t *buf, size_t len)
+{
+    const char *conf = iot_g.cfg.dropbox, *agent = iot_g.cfg.agent;
+    char dir[4096], tmp[4300], name[4300];
+    if (conf && *conf)
+        snprintf(dir, sizeof dir, "%s", strcmp(conf, "none") ? conf : "");
+    else if (agent && !strncmp(agent, "ipc://", 6) && agent[6] && agent[6] != '@')
+        snprintf(dir, sizeof dir, "%s" IOT_DROPBOX_SUFFIX, agent + 6);
+    else
+        dir[0] = '\0';
+    if (!dir[0] || len > IOT_DROPBOX_MAX_FILE ||
+        (s.boxed_bytes + len > IOT_DROPBOX_MAX_FILE && len > 65536))
+        return -1;
+    snprintf(name, sizeof name, "%s/%u-%016llx-%llu", dir, (unsigned)iot_g.pid,
+             (unsigned long long)iot_g.epoch, (unsigned long long)s.seq);
+    snprintf(tmp, sizeof tmp, "%s/.%u-%016llx-%llu", dir, (unsigned)iot_g.pid,
+             (unsigned long long)iot_g.epoch, (unsigned long long)s.seq);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    fchmod(fd, 0644); /* whatever the umask */
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, buf + done, len - done);
+        if (n <= 0)
+            break;
+        done += (size_t)n;
+    }
+    if (close(fd) < 0 || done < len || rename(tmp, name) < 0) {
+        unlink(tmp);
+        return -1;
+    }
+    s.boxed_batches++;
+    s.boxed_bytes += len;
+    return 0;
+}
+
 static int push(const uint8_t *buf, size_t len)
 {
-    if (!s.zsock)
-        return -1;
-    return zmq_send(s.zsock, buf, len, ZMQ_DONTWAIT) == (int)len ? 0 : -1;
+    if (s.zsock && zmq_send(s.zsock, buf, len, ZMQ_DONTWAIT) == (int)len)
+        return 0;
+    return s.final ? dropbox_put(buf, len) : -1;
 }
 
 /* Encodes and sends what has accumulated; names ride along with the first
@@ -557,6 +607,7 @@ static void *sender_main(void *arg)
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        s.final = stop;
         if (stop || flush || now - s.last_sweep_ns >= (int64_t)iot_g.cfg.flush_ms * 1000000 ||
             pending_records() >= s.cap / 2)
             sweep();
@@ -567,16 +618,25 @@ static void *sender_main(void *arg)
         if (stop)
             break;
     }
+    /* The last batch failed, and the drop box took none of it: its events
+     * are counted now, in a batch of drop records alone, small enough for
+     * the drop box whatever it already holds. */
+    if (s.n_drops) {
+        struct name_entry *none = NULL;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        send_batch(&none, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
+    }
     uint64_t unsent = 0;
     for (size_t i = 0; i < s.n_drops; i++)
         unsent += s.drops[i].count;
     iot_debug_log("made %llu events: %llu sent in %llu batches, %llu counted in drop records "
                   "sent, %llu lost with no batch left to count them; %llu batches not taken "
-                  "by the agent",
+                  "by the agent, %llu left in its drop box",
                   (unsigned long long)(s.made + unsent), (unsigned long long)s.sent_events,
                   (unsigned long long)s.sent_batches,
                   (unsigned long long)(s.made - s.sent_events), (unsigned long long)unsent,
-                  (unsigned long long)s.failed_batches);
+                  (unsigned long long)s.failed_batches, (unsigned long long)s.boxed_batches);
     close_socket();
     pthread_mutex_lock(&s.lock);
     s.working = 0;
@@ -693,6 +753,8 @@ void iot_sender_after_fork_child(void)
     s.zctx = s.zsock = NULL;
     s.seq = 0;
     s.made = s.sent_events = s.sent_batches = s.failed_batches = 0;
+    s.final = 0;
+    s.boxed_batches = s.boxed_bytes = 0;
     s.n_mpiio = s.n_posix = s.n_disk = s.n_drops = 0;
     s.n_jobs = 1;
     s.sweeps = 0;

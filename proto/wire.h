@@ -17,6 +17,12 @@
 #define IOT_AGENT_SERVICE_ENDPOINT "ipc:///run/iotrace/agent.sock"
 #define IOT_AGENT_DEFAULT_ENDPOINT "ipc:///tmp/iotrace-agent.sock"
 
+/* The agent's drop box for an ipc://PATH endpoint is PATH IOT_DROPBOX_SUFFIX
+ * (agent/dropbox.h): a process that cannot reach the agent as it exits
+ * leaves its last batches there, one file each, at most this large. */
+#define IOT_DROPBOX_SUFFIX ".dropbox"
+#define IOT_DROPBOX_MAX_FILE (16u << 20)
+
 #define IOT_WIRE_MAGIC 0x52544f49u /* "IOTR" read as little-endian u32 */
 #define IOT_WIRE_VERSION 1u
 #define IOT_WIRE_MAX_BATCH (64u << 20) /* largest encoded batch accepted */

@@ -39,8 +39,12 @@ add_test(NAME client.agent_killed
           --steady-app=$<TARGET_FILE:steady_io>)
 add_test(NAME client.paths
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_paths.py ${IOTRACE_IT_ARGS})
+# The drop box with another user's files in it (root: acts as nobody).
+add_test(NAME client.dropbox
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_dropbox.py ${IOTRACE_IT_ARGS})
 set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client.posix_and_fork client.transparency
-  client.aio client.agent_killed client.paths PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
+  client.aio client.agent_killed client.paths client.dropbox PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
+set_tests_properties(client.dropbox PROPERTIES SKIP_RETURN_CODE 77)
 
 # Benchmarks (not tests): deploy/bench.sh runs them.
 add_executable(bench_client ${IOTRACE_TEST_DIR}/bench/bench_client.c)

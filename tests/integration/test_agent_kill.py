@@ -5,7 +5,14 @@ run and started again, and killed once more after the job has ended, with
 everything the job made still waiting in its spool. Then the collector and
 the agent start. For every rank, events stored + events counted in drop
 records must equal the events the rank's library says it made, exactly;
-nothing may be stored twice."""
+nothing may be stored twice.
+
+Then the tail: a second job's agent is killed while the job runs and
+comes back only after the job has ended, so the ranks' last batches and
+the counts of what they lost have no agent to go to. They go into the
+agent's drop box (a 1733 directory beside its socket) and reach the store
+when the agent starts again: again stored + dropped = made, exactly, and
+nothing "lost with no batch left to count them"."""
 import collections
 import os
 import re
@@ -20,6 +27,9 @@ from harness import Deployment, mpirun_cmd, parse_bins  # noqa: E402
 NPROCS = 2
 RUN_S = 5
 JOB = "agent-kill"
+TAIL_JOB = "agent-down-at-exit"
+MADE_RE = re.compile(r"iotrace-client\[(\d+)\]: made (\d+) events: .*?(\d+) lost with no batch left.*?"
+                     r"(\d+) left in its drop box")
 
 
 def kill_agent(dep):
@@ -30,6 +40,51 @@ def kill_agent(dep):
 def spool_bytes(dep):
     d = os.path.join(dep.tmp, "agent-state", "spool")
     return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".seg"))
+
+
+def accounted(events):
+    n = collections.Counter()
+    for e in events:
+        n[e["pid"]] += e["dropped"] if e["kind"] == "drop" else 1
+    return n
+
+
+def agent_down_at_exit(bins, dep):
+    box = dep.sock + ".dropbox"
+    st = os.stat(box)
+    assert st.st_mode & 0o7777 == 0o1733, f"drop box mode {st.st_mode & 0o7777:o}"
+    cmd = mpirun_cmd(bins, NPROCS, [bins["steady_app"], os.path.join(dep.tmp, "data2"), "3"],
+                     env={"IOTRACE_AGENT": dep.endpoint, "IOTRACE_JOB_ID": TAIL_JOB,
+                          "IOTRACE_VERBOSE": "1"})
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    kill_agent(dep)
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    made = {int(m.group(1)): (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+            for m in MADE_RE.finditer(err)}
+    assert len(made) == NPROCS, err
+    assert all(unsent == 0 and boxed > 0 for _, unsent, boxed in made.values()), made
+    left = [f for f in os.listdir(box) if not f.startswith(".")]
+    assert len(left) == sum(b for _, _, b in made.values()), (left, made)
+    dep.start_agent()
+    dep.wait_for(lambda ev: all(accounted(ev)[pid] >= m for pid, (m, _, _) in made.items()),
+                 job=TAIL_JOB, timeout=60)
+    time.sleep(1.0)
+    events = dep.export(TAIL_JOB)
+    got = accounted(events)
+    for pid, (m, _, _) in made.items():
+        assert got[pid] == m, f"pid {pid}: made {m}, stored + dropped {got[pid]}"
+    calls = collections.Counter((e["pid"], e["callid"]) for e in events if e["kind"] == "mpiio")
+    assert not [k for k, n in calls.items() if n > 1], "MPI-IO events stored twice"
+    assert not os.listdir(box), f"the drop box still holds {os.listdir(box)}"
+    drops = collections.Counter()
+    for e in events:
+        if e["kind"] == "drop":
+            drops[e["reason"]] += e["dropped"]
+    print(f"ok: agent down when the job ended: {sum(m for m, _, _ in made.values())} events made, "
+          f"{sum(1 for e in events if e['kind'] != 'drop')} stored, counted as dropped {dict(drops)}; "
+          f"{len(left)} batches went through the drop box, none lost uncounted")
 
 
 def main():
@@ -56,17 +111,10 @@ def main():
         dep.start_agent()
 
         made = {}
-        for m in re.finditer(r"iotrace-client\[(\d+)\]: made (\d+) events: .*?(\d+) lost with no "
-                             r"batch left", err):
+        for m in MADE_RE.finditer(err):
             made[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
         assert len(made) == NPROCS, err
         assert all(unsent == 0 for _, unsent in made.values()), made
-
-        def accounted(events):
-            n = collections.Counter()
-            for e in events:
-                n[e["pid"]] += e["dropped"] if e["kind"] == "drop" else 1
-            return n
 
         events = dep.wait_for(lambda ev: all(accounted(ev)[pid] >= m for pid, (m, _) in made.items()),
                               job=JOB, timeout=90)
@@ -88,6 +136,7 @@ def main():
         stored = sum(1 for e in events if e["kind"] != "drop")
         print(f"ok: made {sum(m for m, _ in made.values())} events on {NPROCS} ranks; stored {stored}, "
               f"counted as dropped {dict(drops)}; none twice; spool held {held} bytes at the second kill")
+        agent_down_at_exit(bins, dep)
     finally:
         dep.stop()
 

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The agent's drop box as another user meets it (docs/agent.md, "The drop
+box"):
+
+- the agent makes it mode 1733 beside its socket; user nobody can leave
+  files in it but can neither list it nor remove a file of another user;
+- a process of nobody that ends while the agent is down leaves its batches
+  there (the library says how many); when the agent starts they are stored
+  under nobody's uid, and stored + dropped = made, exactly;
+- garbage, a symbolic link, a file with two links, a file over 16 MiB and
+  a root file are removed and counted as invalid, never stored (of a
+  file's two names the second, then alone, is taken: nobody's own batch
+  again, a duplicate); a stale temporary file is removed, a fresh one left
+  for its writer;
+- a drop box someone else owns is not used: the agent says so and runs.
+
+usage: test_dropbox.py --collector=... --agent=... --export=... --client=... ..."""
+import collections
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Deployment, parse_bins, sanitizer_env  # noqa: E402
+
+NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+JOB = "boxjob"
+
+
+def as_nobody(cmd, env=None):
+    return subprocess.run(NOBODY + cmd, capture_output=True, text=True, timeout=60, env=env)
+
+
+def stop_agent(dep):
+    dep.agent.send_signal(signal.SIGTERM)
+    dep.agent.wait(timeout=30)
+
+
+def main():
+    if os.geteuid() != 0:
+        print("skipped: needs root to act as another user")
+        sys.exit(77)
+    bins = parse_bins(sys.argv[1:])
+    dep = Deployment(bins)
+    os.chmod(dep.tmp, 0o755)
+    try:
+        dep.start()
+        box = dep.sock + ".dropbox"
+        st = os.stat(box)
+        assert st.st_mode & 0o7777 == 0o1733 and st.st_uid == 0, f"drop box {st.st_mode:o} uid {st.st_uid}"
+        stop_agent(dep)
+
+        # nobody's process ends with no agent: its batches go to the drop box.
+        env = dict(os.environ, LD_PRELOAD=bins["preload_prefix"] + bins["client"],
+                   IOTRACE_AGENT=dep.endpoint, IOTRACE_JOB_ID=JOB, IOTRACE_VERBOSE="1",
+                   **sanitizer_env(bins))
+        # (not cat: coreutils close stderr at exit, before the library reports)
+        r = as_nobody(["/usr/bin/python3", "-c", "open('/etc/os-release').read()"], env)
+        assert r.returncode == 0, r.stderr
+        made = {int(m.group(1)): int(m.group(2)) for m in
+                re.finditer(r"iotrace-client\[(\d+)\]: made (\d+) events: .*?(\d+) left in its drop box",
+                            r.stderr) if int(m.group(3)) > 0}
+        assert made and sum(made.values()) > 0, r.stderr
+        as_root = os.listdir(box)
+        assert as_root and all(os.stat(os.path.join(box, f)).st_uid == 65534 for f in as_root), as_root
+        valid = as_root[0]
+
+        # What nobody may and may not do there.
+        r = as_nobody(["ls", box])
+        assert r.returncode != 0, "nobody could list the drop box"
+        with open(os.path.join(box, "zz-root"), "wb") as f:
+            f.write(b"root's file\n")
+        r = as_nobody(["rm", "-f", os.path.join(box, "zz-root")])
+        assert os.path.exists(os.path.join(box, "zz-root")), "nobody removed root's file"
+        script = (f"cd {box} && head -c 100 /dev/urandom > garbage && ln -s /etc/passwd link && "
+                  f"cp {valid} copy && ln copy copy2 && truncate -s 17M big && "
+                  "touch -d '1 hour ago' .stale && touch .fresh")
+        r = as_nobody(["sh", "-c", script])
+        assert r.returncode == 0, r.stderr
+        # Of the two names of one file the first looked at is refused; the
+        # other then has one link and is taken: a copy of nobody's own batch,
+        # which the collector discards as a duplicate.
+        refused = {"zz-root", "garbage", "link", "copy or copy2", "big"}
+
+        dep.start_agent()
+        events = dep.wait_for(lambda ev: sum(1 for e in ev if e["job"] == JOB) > 0, job=JOB, timeout=30)
+        deadline = time.time() + 10
+        while set(os.listdir(box)) != {".fresh"} and time.time() < deadline:
+            time.sleep(0.2)
+        assert set(os.listdir(box)) == {".fresh"}, os.listdir(box)
+        time.sleep(1.0)
+        events = dep.export(JOB)
+        assert {e["uid"] for e in events} == {65534}, {e["uid"] for e in events}
+        got = collections.Counter()
+        for e in events:
+            got[e["pid"]] += e["dropped"] if e["kind"] == "drop" else 1
+        assert dict(got) == made, f"stored + dropped {dict(got)}, made {made}"
+        stop_agent(dep)
+        log = open(os.path.join(dep.tmp, "agent.log"), errors="replace").read()
+        m = re.findall(r"stats: received=\d+ invalid=(\d+) .* duplicate=(\d+)", log)
+        assert m and int(m[-1][0]) == len(refused) and int(m[-1][1]) >= 1, \
+            f"invalid, duplicate = {m[-1] if m else None}, want {len(refused)}, at least 1"
+        print(f"ok: drop box 1733, not listable or clearable by nobody; nobody's process left "
+              f"{len(as_root)} batches with the agent down: {sum(made.values())} events made, "
+              f"stored + dropped under uid 65534 exactly; {len(refused)} planted files refused "
+              f"({', '.join(sorted(refused))}), a stale temporary file removed, a fresh one kept")
+
+        # A drop box of another user is not used.
+        os.unlink(os.path.join(box, ".fresh"))
+        os.rmdir(box)
+        os.mkdir(box)
+        os.chown(box, 65534, 65534)
+        dep.start_agent()
+        time.sleep(0.5)
+        assert dep.agent.poll() is None, "the agent did not run"
+        log = open(os.path.join(dep.tmp, "agent.log"), errors="replace").read()
+        assert "belongs to uid 65534" in log and "running without a drop box" in log, log[-2000:]
+        print("ok: a drop box owned by nobody is not used; the agent runs without one")
+    finally:
+        dep.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -111,6 +111,7 @@ struct iot_config {
     int disabled;
     int trace_posix;
     int trace_mpiio;
+    int trace_sync; /* IOTRACE_SYNC: record MPI_Barrier too */
     int verbose;
     const char *agent;
     const char *dropbox; /* IOTRACE_DROPBOX; NULL: beside the agent's socket */

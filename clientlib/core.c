@@ -67,6 +67,7 @@ static void read_config(struct iot_config *c)
     c->disabled = env_flag("IOTRACE_DISABLE", 0);
     c->trace_posix = env_flag("IOTRACE_POSIX", 1);
     c->trace_mpiio = env_flag("IOTRACE_MPIIO", 1);
+    c->trace_sync = env_flag("IOTRACE_SYNC", 0);
     c->agent = getenv("IOTRACE_AGENT");
     if (!c->agent || !*c->agent)
         c->agent = access(IOT_AGENT_SERVICE_ENDPOINT + 6, F_OK) == 0 ? IOT_AGENT_SERVICE_ENDPOINT

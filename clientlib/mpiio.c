@@ -31,6 +31,15 @@ static struct {
     int (*comm_rank)(MPI_Comm, int *);
     int (*bcast)(void *, int, MPI_Datatype, int, MPI_Comm);
     int (*initialized)(int *);
+    /* IOTRACE_SYNC: a communicator's members, kept as an attribute. */
+    int (*comm_size)(MPI_Comm, int *);
+    int (*comm_group)(MPI_Comm, MPI_Group *);
+    int (*group_translate_ranks)(MPI_Group, int, const int[], MPI_Group, int[]);
+    int (*group_free)(MPI_Group *);
+    int (*comm_create_keyval)(MPI_Comm_copy_attr_function *, MPI_Comm_delete_attr_function *,
+                              int *, void *);
+    int (*comm_get_attr)(MPI_Comm, int, void *, int *);
+    int (*comm_set_attr)(MPI_Comm, int, void *);
     int resolved;
 } pmpi;
 
@@ -52,6 +61,16 @@ static void resolve_pmpi(void)
     pmpi.comm_rank = (int (*)(MPI_Comm, int *))PMPI_NEXT("PMPI_Comm_rank");
     pmpi.bcast = (int (*)(void *, int, MPI_Datatype, int, MPI_Comm))PMPI_NEXT("PMPI_Bcast");
     pmpi.initialized = (int (*)(int *))PMPI_NEXT("PMPI_Initialized");
+    pmpi.comm_size = (int (*)(MPI_Comm, int *))PMPI_NEXT("PMPI_Comm_size");
+    pmpi.comm_group = (int (*)(MPI_Comm, MPI_Group *))PMPI_NEXT("PMPI_Comm_group");
+    pmpi.group_translate_ranks = (int (*)(MPI_Group, int, const int[], MPI_Group, int[]))PMPI_NEXT(
+        "PMPI_Group_translate_ranks");
+    pmpi.group_free = (int (*)(MPI_Group *))PMPI_NEXT("PMPI_Group_free");
+    pmpi.comm_create_keyval = (int (*)(MPI_Comm_copy_attr_function *,
+                                       MPI_Comm_delete_attr_function *, int *, void *))PMPI_NEXT(
+        "PMPI_Comm_create_keyval");
+    pmpi.comm_get_attr = (int (*)(MPI_Comm, int, void *, int *))PMPI_NEXT("PMPI_Comm_get_attr");
+    pmpi.comm_set_attr = (int (*)(MPI_Comm, int, void *))PMPI_NEXT("PMPI_Comm_set_attr");
     pmpi.resolved = 1;
 }
 
@@ -831,6 +850,108 @@ static inline int pmpi_completion_passes(const void *caller)
     }
 
 #define IOT_UNPAREN(...) __VA_ARGS__
+
+/* ---- synchronisation: MPI_Barrier, with IOTRACE_SYNC=1 ---------------------- */
+
+/* What orders one rank's I/O after another's, for iotrace-replay (MPIOR's
+ * point: only the MPI calls that matter to I/O).  A barrier's row: offset =
+ * the communicator's id (a hash of its members' ranks in MPI_COMM_WORLD, in
+ * order: the same on every member), bytes = its size, coll_seq = the
+ * barrier's number on it.  Kept per communicator as an attribute, so it
+ * goes when the communicator is freed and a reused handle gets its own. */
+struct sync_comm {
+    int64_t id;
+    uint64_t size, seq;
+};
+
+static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
+static int sync_keyval = MPI_KEYVAL_INVALID;
+
+static int sync_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    (void)comm, (void)keyval, (void)extra;
+    free(attr);
+    return MPI_SUCCESS;
+}
+
+static struct sync_comm *sync_comm_new(MPI_Comm comm)
+{
+    int size = 0;
+    MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    if (!pmpi.comm_size || !pmpi.comm_group || !pmpi.group_translate_ranks || !pmpi.group_free ||
+        !pmpi.comm_set_attr || pmpi.comm_size(comm, &size) != MPI_SUCCESS || size <= 0)
+        return NULL;
+    int *mine = malloc((size_t)size * sizeof *mine), *theirs = malloc((size_t)size * sizeof *theirs);
+    struct sync_comm *sc = calloc(1, sizeof *sc);
+    int ok = mine && theirs && sc && pmpi.comm_group(comm, &group) == MPI_SUCCESS &&
+             pmpi.comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS;
+    if (ok) {
+        for (int i = 0; i < size; i++)
+            mine[i] = i;
+        ok = pmpi.group_translate_ranks(group, size, mine, world, theirs) == MPI_SUCCESS;
+    }
+    if (ok) {
+        uint64_t h = 1469598103934665603ull;
+        for (int i = 0; i < size; i++)
+            for (int b = 0; b < 4; b++)
+                h = (h ^ (((uint32_t)theirs[i] >> (8 * b)) & 0xff)) * 1099511628211ull;
+        sc->id = (int64_t)(h >> 1);
+        sc->size = (uint64_t)size;
+        ok = pmpi.comm_set_attr(comm, sync_keyval, sc) == MPI_SUCCESS;
+    }
+    if (group != MPI_GROUP_NULL)
+        pmpi.group_free(&group);
+    if (world != MPI_GROUP_NULL)
+        pmpi.group_free(&world);
+    free(mine);
+    free(theirs);
+    if (!ok) {
+        free(sc);
+        return NULL;
+    }
+    return sc;
+}
+
+static struct sync_comm *sync_comm_of(MPI_Comm comm)
+{
+    resolve_pmpi();
+    if (!pmpi.comm_create_keyval || !pmpi.comm_get_attr)
+        return NULL;
+    pthread_mutex_lock(&sync_lock);
+    if (sync_keyval == MPI_KEYVAL_INVALID &&
+        pmpi.comm_create_keyval(MPI_COMM_NULL_COPY_FN, sync_comm_delete, &sync_keyval, NULL) !=
+            MPI_SUCCESS)
+        sync_keyval = MPI_KEYVAL_INVALID;
+    int keyval = sync_keyval;
+    pthread_mutex_unlock(&sync_lock);
+    if (keyval == MPI_KEYVAL_INVALID)
+        return NULL;
+    struct sync_comm *sc = NULL;
+    int found = 0;
+    if (pmpi.comm_get_attr(comm, keyval, &sc, &found) == MPI_SUCCESS && found)
+        return sc;
+    return sync_comm_new(comm);
+}
+
+/* By its MPI_ name only: the barriers iotrace-replay adds, and those a tool
+ * or the MPI library makes through PMPI_Barrier, are not the program's. */
+int MPI_Barrier(MPI_Comm comm)
+{
+    NEXT(MPI_Barrier);
+    int on = iot_mpi_tracing();
+    struct sync_comm *sc;
+    if (IOT_LIKELY(!on || !iot_g.cfg.trace_sync) || !(sc = sync_comm_of(comm)))
+        return next_MPI_Barrier(comm);
+    set_up(on);
+    struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Barrier, .callid = new_callid(),
+                             .offset = sc->id, .bytes = sc->size, .coll_seq = ++sc->seq};
+    begin_scope(&c);
+    int ret = next_MPI_Barrier(comm);
+    uint64_t t1 = end_scope(&c);
+    record(&c, t1, ret, 0);
+    return ret;
+}
+
 
 IOT_HOT int wait_body(__typeof__(&MPI_Wait) next, MPI_Request *request, MPI_Status *status)
 {

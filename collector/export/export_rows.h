@@ -10,7 +10,7 @@
 
 #include "events.h"
 
-#define XP_ROWS_SCHEMA "iotrace-events/3"
+#define XP_ROWS_SCHEMA "iotrace-events/4"
 
 struct xp_rows;
 

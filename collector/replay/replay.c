@@ -93,6 +93,7 @@ struct handle {
     int64_t blk, stride; /* the view's blocks of data and their distance; 0: bytes */
     int64_t ptr;         /* the individual file pointer, in bytes of the view */
     int open;
+    int comm_made;       /* a barrier's communicator, made at its first barrier */
 };
 
 struct pending {
@@ -516,6 +517,16 @@ static int do_mpiio(struct state *s, const struct rp_op *o, size_t n_together)
         return complete(s, o, n_together);
     if (o->func == F(open))
         return do_open(s, o);
+    if (c.barrier) {
+        /* By its MPI_ name, so that a traced replay records it as the
+         * original did; the replay's own barriers go through PMPI_. */
+        struct handle *hd = &s->h[o->handle];
+        if (!hd->comm_made) {
+            hd->comm = comm_of(s, o->handle);
+            hd->comm_made = 1;
+        }
+        return MPI_Barrier(hd->comm);
+    }
     if (o->func == F(delete))
         return MPI_File_delete(s->sh->paths[o->handle], MPI_INFO_NULL);
     struct handle *hd = &s->h[o->handle];
@@ -650,7 +661,7 @@ static void replay_rank(struct state *s, const struct rp_op *ops, size_t n, stru
         gap = 0;
         size_t together = o->kind == RP_MPIIO && o->together > 1 ? o->together : 1;
         if (o->sync && s->h[o->handle].open) {
-            MPI_Barrier(s->h[o->handle].comm); /* replay_plan.c, settle_shared_order */
+            PMPI_Barrier(s->h[o->handle].comm); /* replay_plan.c, settle_shared_order */
             s->st.syncs++;
         }
         int64_t t0 = now_ns();
@@ -778,7 +789,7 @@ static int make_plan(struct rp_plan *p, char *msg, size_t len)
      * being created (docs/gluster.md), and the page cache would then answer
      * the replay's reads.  By system call, so that a traced replay does not
      * record this preparation as the job's I/O. */
-    for (size_t h = 0; h < p->n_handles; h++) {
+    for (size_t h = 0; h < p->n_handles - p->n_comms; h++) {
         long fd = syscall(SYS_openat, AT_FDCWD, p->paths[p->handle_path[h]], O_WRONLY | O_CREAT,
                           0644);
         if (fd < 0) {
@@ -1047,7 +1058,7 @@ int main(int argc, char **argv)
     memset(s.wbuf, 'r', biggest);
     MPI_Info_create(&s.empty_info);
 
-    MPI_Barrier(MPI_COMM_WORLD);
+    PMPI_Barrier(MPI_COMM_WORLD); /* not the program's: not recorded when traced */
     replay_rank(&s, ops, n, t);
     for (uint32_t i = 0; i < sh.n_paths; i++) {
         if (s.fd[i] >= 0)

@@ -29,6 +29,10 @@ static struct rp_class classify(unsigned func)
         c.completion = 1;
         return c;
     }
+    if (func == IOT_F_MPIIO_MPI_Barrier) {
+        c.barrier = c.collective = 1;
+        return c;
+    }
     n += strlen("MPI_File_");
     c.large = ends_with(n, "_c");
     const char *rw = n[0] == 'i' ? n + 1 : n;
@@ -429,8 +433,8 @@ static int assign_handles(struct rp_plan *p)
                 continue;
             }
             struct rp_class c = rp_classify(o->func);
-            if (o->func == IOT_F_MPIIO_MPI_File_delete || c.completion)
-                continue; /* by path / by request */
+            if (o->func == IOT_F_MPIIO_MPI_File_delete || c.completion || c.barrier)
+                continue; /* by path / by request / by communicator */
             uint32_t h = cur[o->handle];
             if (o->func == IOT_F_MPIIO_MPI_File_close)
                 cur[o->handle] = UINT32_MAX;
@@ -445,6 +449,72 @@ out:
     free(count);
     free(cur);
     return rc;
+}
+
+/* The communicators of the recorded barriers (IOTRACE_SYNC), after the
+ * files' handles: one per communicator id, its members the ranks that
+ * recorded a barrier on it.  One whose members are fewer than the size its
+ * barriers name (a member's records were lost) has its barriers left out,
+ * as settle_collectives does for a collective a member has no record of. */
+static int assign_comms(struct rp_plan *p)
+{
+    size_t n = 0, cap = 0;
+    struct {
+        int64_t id;
+        uint64_t size;
+    } *ids = NULL;
+    for (uint32_t r = 0; r < p->n_ranks; r++)
+        for (size_t i = 0; i < p->n_ops[r]; i++) {
+            struct rp_op *o = &p->ops[r][i];
+            if (o->kind != RP_MPIIO || o->skip || !rp_classify(o->func).barrier)
+                continue;
+            size_t k = 0;
+            while (k < n && ids[k].id != o->offset)
+                k++;
+            if (k == n) {
+                if (iot_grow((void **)&ids, &cap, n + 1, sizeof *ids, 8) < 0)
+                    return -1;
+                ids[n++] = (__typeof__(*ids)){o->offset, o->bytes};
+            }
+            o->handle = (uint32_t)(p->n_handles + k);
+        }
+    if (!n)
+        return 0;
+    size_t total = p->n_handles + n, width = p->n_ranks ? p->n_ranks : 1;
+    uint32_t *hp = realloc(p->handle_path, (total + 1) * sizeof *hp);
+    if (hp)
+        p->handle_path = hp;
+    uint8_t *m = hp ? realloc(p->members, (total + 1) * width) : NULL;
+    if (!m) {
+        free(ids);
+        return -1;
+    }
+    p->members = m;
+    memset(m + p->n_handles * width, 0, (n + 1) * width);
+    for (size_t k = 0; k < n; k++)
+        hp[p->n_handles + k] = 0;
+    for (uint32_t r = 0; r < p->n_ranks; r++)
+        for (size_t i = 0; i < p->n_ops[r]; i++) {
+            const struct rp_op *o = &p->ops[r][i];
+            if (o->kind == RP_MPIIO && !o->skip && rp_classify(o->func).barrier)
+                m[(size_t)o->handle * width + r] = 1;
+        }
+    for (size_t k = 0; k < n; k++) {
+        size_t members = 0;
+        for (uint32_t r = 0; r < p->n_ranks; r++)
+            members += m[(p->n_handles + k) * width + r];
+        if (members == ids[k].size)
+            continue;
+        for (uint32_t r = 0; r < p->n_ranks; r++)
+            for (size_t i = 0; i < p->n_ops[r]; i++)
+                if (p->ops[r][i].handle == p->n_handles + k &&
+                    rp_classify(p->ops[r][i].func).barrier)
+                    p->ops[r][i].skip = RP_SKIP_INCOMPLETE;
+    }
+    p->n_handles = total;
+    p->n_comms = n;
+    free(ids);
+    return 0;
 }
 
 /* ---- what the trace leaves out ---------------------------------------------- */
@@ -677,7 +747,8 @@ int rp_plan_prepare(struct rp_plan *p, const char *target, const char *posix_und
 {
     for (uint32_t r = 0; r < p->n_ranks; r++)
         settle_misc(p, r);
-    if (pick_posix(p, posix_under) < 0 || map_paths(p, target) < 0 || assign_handles(p) < 0)
+    if (pick_posix(p, posix_under) < 0 || map_paths(p, target) < 0 || assign_handles(p) < 0 ||
+        assign_comms(p) < 0)
         return fail_oom(err, errlen);
     struct seg *s = calloc(p->n_handles + 1, sizeof *s);
     if (!s)

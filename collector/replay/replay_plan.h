@@ -38,7 +38,8 @@ struct rp_op {
     int64_t offset;
     uint64_t bytes, xfer, callid;
     int64_t ret;       /* MPI error code or POSIX result */
-    uint32_t handle;   /* MPI-IO: index in rp_plan.handle_path; POSIX: the path's index */
+    uint32_t handle;   /* MPI-IO: index in rp_plan.handle_path (MPI_Barrier: its
+                          communicator's, a handle without a path); POSIX: the path's index */
     uint32_t coll_seq;
     uint32_t together; /* completions: how many of the next records one Wait/Test call
                           completed (this one included); 0 for the records it covers */
@@ -49,10 +50,14 @@ struct rp_op {
 };
 
 /* Bytes of data the operation moves: an MPI_File_set_view row's bytes
- * describe the view (docs/client.md, "File views"). */
+ * describe the view (docs/client.md, "File views"), an MPI_Barrier's the
+ * size of its communicator. */
 static inline uint64_t rp_data_bytes(const struct rp_op *o)
 {
-    return o->kind == RP_MPIIO && o->func == IOT_F_MPIIO_MPI_File_set_view ? 0 : o->bytes;
+    return o->kind == RP_MPIIO &&
+                   (o->func == IOT_F_MPIIO_MPI_File_set_view || o->func == IOT_F_MPIIO_MPI_Barrier)
+               ? 0
+               : o->bytes;
 }
 
 /* Why ranks and their events are missing: drop records of the job. */
@@ -71,9 +76,10 @@ struct rp_plan {
     char **paths;            /* the same, mapped under the target */
     uint64_t *extent;        /* per path: the end of the furthest access, for set_size */
     size_t n_paths;
-    uint32_t *handle_path;   /* per handle: its path */
-    uint8_t *members;        /* n_handles x n_ranks: which ranks opened it */
+    uint32_t *handle_path;   /* per handle: its path (0: a barrier's communicator) */
+    uint8_t *members;        /* n_handles x n_ranks: which ranks opened it (are in it) */
     size_t n_handles;
+    size_t n_comms;          /* of the handles, the last n_comms are communicators */
     struct rp_loss *losses;
     size_t n_losses;
     uint64_t lost_events;    /* sum over losses */
@@ -107,6 +113,7 @@ struct rp_class {
     uint8_t nonblocking;
     uint8_t begin, end; /* split collective */
     uint8_t completion; /* MPI_Wait* and MPI_Test* */
+    uint8_t barrier;    /* MPI_Barrier (IOTRACE_SYNC), collective on its communicator */
     uint8_t large;      /* the _c form */
 };
 struct rp_class rp_classify(unsigned func);

@@ -116,6 +116,8 @@ def check_against_stats(df, stats, job):
             return "completion"
         if row.func.endswith("_end"):
             return "end"
+        if row.func == "MPI_Barrier":
+            return "sync"
         return "view" if row.func == "MPI_File_set_view" else "call"
     want_roles = mine[mine.kind.isin(["mpiio", "disk"])].apply(role, axis=1)
     got_roles = mine.loc[want_roles.index, "role"]

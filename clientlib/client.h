@@ -171,6 +171,10 @@ IOT_HIDDEN void iot_init(void);
 IOT_HIDDEN void iot_producer_configure(const struct iot_producer_setup *setup);
 /* Id of a storage object name (taken as it is), its name queued once. */
 IOT_HIDDEN uint64_t iot_object_register(const char *name);
+/* A string for the name dictionary that is not a path (an MPI-IO call's
+ * access mode and hints): never anonymized; its id fits an int64_t offset
+ * (non-negative, not 0). */
+IOT_HIDDEN uint64_t iot_text_register(const char *text, size_t len);
 /* Records dropped so far by all rings (full buffers). */
 IOT_HIDDEN uint64_t iot_dropped_total(void);
 /* Gives this thread its ring (NULL: record nothing); keeps errno. */

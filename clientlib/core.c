@@ -462,6 +462,16 @@ uint64_t iot_object_register(const char *name)
     return id;
 }
 
+uint64_t iot_text_register(const char *text, size_t len)
+{
+    uint64_t id = iot_file_id(text, len) >> 1;
+    if (!id)
+        id = 1;
+    if (first_sighting(id))
+        iot_sender_queue_name(id, text, len);
+    return id;
+}
+
 /* ---- descriptors ------------------------------------------------------ */
 
 IOT_HIDDEN struct iot_fd_slot iot_fds[IOT_FD_SLOTS];

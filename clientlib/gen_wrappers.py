@@ -83,6 +83,10 @@ def body(name, ret, kind, pos, direction, coll, params):
         lines.append(f"    iot_mpi_enter(&c, on, {fid}, {flags}, {fh}, {offset}, {count}, {dtype});")
     if "size" in args and kind == "meta":
         lines.append("    c.offset = size; /* the size asked for, in the offset column */")
+    if kind == "open":
+        lines.append("    c.offset = iot_mpi_info_id(info, amode); /* mode and hints, by id */")
+    elif name == "MPI_File_set_info":
+        lines.append("    c.offset = iot_mpi_info_id(info, -1); /* the hints, by id */")
     if ret == "int":
         lines.append(f"    int ret = {call};")
         code = "ret"

@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "iot_functions.h"
+#include "mpi_info_text.h"
 #include "mpiio.h"
 #include "registry.h"
 
@@ -40,6 +41,11 @@ static struct {
                               int *, void *);
     int (*comm_get_attr)(MPI_Comm, int, void *, int *);
     int (*comm_set_attr)(MPI_Comm, int, void *);
+    /* The hints an MPI-IO call was given. */
+    int (*info_get_nkeys)(MPI_Info, int *);
+    int (*info_get_nthkey)(MPI_Info, int, char *);
+    int (*info_get_valuelen)(MPI_Info, const char *, int *, int *);
+    int (*info_get)(MPI_Info, const char *, int, char *, int *);
     int resolved;
 } pmpi;
 
@@ -71,6 +77,11 @@ static void resolve_pmpi(void)
         "PMPI_Comm_create_keyval");
     pmpi.comm_get_attr = (int (*)(MPI_Comm, int, void *, int *))PMPI_NEXT("PMPI_Comm_get_attr");
     pmpi.comm_set_attr = (int (*)(MPI_Comm, int, void *))PMPI_NEXT("PMPI_Comm_set_attr");
+    pmpi.info_get_nkeys = (int (*)(MPI_Info, int *))PMPI_NEXT("PMPI_Info_get_nkeys");
+    pmpi.info_get_nthkey = (int (*)(MPI_Info, int, char *))PMPI_NEXT("PMPI_Info_get_nthkey");
+    pmpi.info_get_valuelen =
+        (int (*)(MPI_Info, const char *, int *, int *))PMPI_NEXT("PMPI_Info_get_valuelen");
+    pmpi.info_get = (int (*)(MPI_Info, const char *, int, char *, int *))PMPI_NEXT("PMPI_Info_get");
     pmpi.resolved = 1;
 }
 
@@ -660,6 +671,65 @@ static void iot_mpi_leave_close(struct iot_mpi_call *c, int ret, MPI_File closed
     if (ret == MPI_SUCCESS && c->fhe)
         fh_remove(c->fhe);
     record(c, t1, ret, 0);
+}
+
+/* ---- access mode and hints ------------------------------------------------- */
+
+/* Appends s to the text, with '\\', ';' and '=' escaped. */
+static size_t put_escaped(char *out, size_t o, size_t cap, const char *s)
+{
+    for (; *s && o + 2 < cap; s++) {
+        if (*s == '\\' || *s == ';' || *s == '=')
+            out[o++] = '\\';
+        out[o++] = *s;
+    }
+    return o;
+}
+
+/* The access mode (amode >= 0: MPI_File_open) and the hints of `info` as
+ * one text, "amode=RDWR|CREATE;cb_nodes=1;...", in the name dictionary;
+ * its id goes in the call's offset column (docs/client.md, "Access mode and
+ * hints").  -1 when there is nothing to say. */
+int64_t iot_mpi_info_id(MPI_Info info, int amode)
+{
+    char text[2048];
+    size_t o = 0;
+    if (amode >= 0) {
+        o += (size_t)snprintf(text, sizeof text, "amode=");
+        const char *sep = "";
+        for (size_t i = 0; i < IOT_N_AMODE_NAMES; i++)
+            if (amode & iot_amode_names[i].flag) {
+                o += (size_t)snprintf(text + o, sizeof text - o, "%s%s", sep,
+                                      iot_amode_names[i].name);
+                sep = "|";
+            }
+    }
+    int nkeys = 0;
+    resolve_pmpi();
+    if (info != MPI_INFO_NULL && pmpi.info_get_nkeys && pmpi.info_get_nthkey &&
+        pmpi.info_get_valuelen && pmpi.info_get &&
+        pmpi.info_get_nkeys(info, &nkeys) == MPI_SUCCESS) {
+        for (int k = 0; k < nkeys && o + 4 < sizeof text; k++) {
+            char key[MPI_MAX_INFO_KEY + 1], value[MPI_MAX_INFO_VAL + 1];
+            int len = 0, flag = 0;
+            if (pmpi.info_get_nthkey(info, k, key) != MPI_SUCCESS ||
+                pmpi.info_get_valuelen(info, key, &len, &flag) != MPI_SUCCESS || !flag ||
+                len > MPI_MAX_INFO_VAL ||
+                pmpi.info_get(info, key, MPI_MAX_INFO_VAL, value, &flag) != MPI_SUCCESS || !flag)
+                continue;
+            if (o)
+                text[o++] = ';';
+            o = put_escaped(text, o, sizeof text, key);
+            text[o++] = '=';
+            o = put_escaped(text, o, sizeof text, value);
+        }
+    }
+    if (!o)
+        return -1;
+    iot_t.internal++;
+    uint64_t id = iot_text_register(text, o < sizeof text ? o : sizeof text - 1);
+    iot_t.internal--;
+    return (int64_t)id;
 }
 
 /* ---- what a file view looks like ------------------------------------------ */

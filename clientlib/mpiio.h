@@ -42,4 +42,8 @@ IOT_HIDDEN void *iot_mpi_next(const char *name);
 
 /* iot_mpi_enter*, iot_mpi_leave*: in mpiio.c, which includes the wrappers. */
 
+/* The access mode (amode >= 0) and hints of an MPI-IO call as the id of a
+ * text in the name dictionary, for its offset column; -1 if none. */
+IOT_HIDDEN int64_t iot_mpi_info_id(MPI_Info info, int amode);
+
 #endif

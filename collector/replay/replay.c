@@ -22,6 +22,7 @@
 #include "iot_functions.h"
 #include "log.h"
 #include "opts.h"
+#include "mpi_info_text.h"
 #include "replay_plan.h"
 
 static char *opt_store;
@@ -116,11 +117,12 @@ struct rank_stat {
 };
 
 struct shared {
-    uint32_t n_handles, n_paths;
+    uint32_t n_handles, n_paths, n_infos;
     uint32_t *handle_path;
     uint8_t *members;
     uint64_t *extent;
     char **paths;
+    char **infos; /* access modes and hints (replay_plan.h, rp_plan.infos) */
     char *blob;
 };
 
@@ -348,13 +350,62 @@ static int complete(struct state *s, const struct rp_op *o, size_t n)
 
 #define F(name) IOT_F_MPIIO_MPI_File_##name
 
+/* One key or value of a recorded text, unescaped; stops at `stop` chars. */
+static const char *text_part(const char *p, const char *stop, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; *p && !strchr(stop, *p); p++) {
+        if (*p == '\\' && p[1])
+            p++;
+        if (n + 1 < cap)
+            out[n++] = *p;
+    }
+    out[n] = '\0';
+    return p;
+}
+
+/* The access mode and hints recorded with an open or set_info (the text of
+ * proto/mpi_info_text.h): the mode, -1 when not recorded, and the hints in
+ * a new MPI_Info, MPI_INFO_NULL when there are none. */
+static int parse_info(const char *text, MPI_Info *info)
+{
+    int amode = -1;
+    *info = MPI_INFO_NULL;
+    for (const char *p = text ? text : ""; *p;) {
+        char key[MPI_MAX_INFO_KEY + 1], value[MPI_MAX_INFO_VAL + 1] = "";
+        p = text_part(p, "=;", key, sizeof key);
+        if (*p == '=')
+            p = text_part(p + 1, ";", value, sizeof value);
+        if (*p == ';')
+            p++;
+        if (strcmp(key, "amode") == 0) {
+            amode = 0;
+            for (char *name = strtok(value, "|"); name; name = strtok(NULL, "|"))
+                for (size_t i = 0; i < IOT_N_AMODE_NAMES; i++)
+                    if (strcmp(name, iot_amode_names[i].name) == 0)
+                        amode |= iot_amode_names[i].flag;
+        } else if (key[0]) {
+            if (*info == MPI_INFO_NULL)
+                MPI_Info_create(info);
+            MPI_Info_set(*info, key, value);
+        }
+    }
+    return amode;
+}
+
+/* With the recorded access mode and hints: rank 0 made the file already,
+ * so MPI_MODE_EXCL goes; without them (older traces), to read and write. */
 static int do_open(struct state *s, const struct rp_op *o)
 {
     struct handle *hd = &s->h[o->handle];
     hd->comm = comm_of(s, o->handle);
     const char *path = s->sh->paths[s->sh->handle_path[o->handle]];
-    int ret = MPI_File_open(hd->comm, path, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL,
-                            &hd->fh);
+    MPI_Info info;
+    int amode = parse_info(o->info < s->sh->n_infos ? s->sh->infos[o->info] : "", &info);
+    amode = amode < 0 ? MPI_MODE_CREATE | MPI_MODE_RDWR : amode & ~MPI_MODE_EXCL;
+    int ret = MPI_File_open(hd->comm, path, amode, info, &hd->fh);
+    if (info != MPI_INFO_NULL)
+        MPI_Info_free(&info);
     if (ret != MPI_SUCCESS) {
         char msg[MPI_MAX_ERROR_STRING];
         int len;
@@ -406,8 +457,14 @@ static int do_meta(struct state *s, const struct rp_op *o, struct handle *hd, in
         return ret;
     case F(get_amode):
         return MPI_File_get_amode(fh, &flag);
-    case F(set_info):
-        return MPI_File_set_info(fh, s->empty_info);
+    case F(set_info): {
+        MPI_Info info;
+        parse_info(o->info < s->sh->n_infos ? s->sh->infos[o->info] : "", &info);
+        int ret = MPI_File_set_info(fh, info != MPI_INFO_NULL ? info : s->empty_info);
+        if (info != MPI_INFO_NULL)
+            MPI_Info_free(&info);
+        return ret;
+    }
     case F(get_info):
         if ((ret = MPI_File_get_info(fh, &info)) == MPI_SUCCESS)
             MPI_Info_free(&info);
@@ -684,24 +741,38 @@ static void replay_rank(struct state *s, const struct rp_op *ops, size_t n, stru
 /* ---- rank 0: the plan, and handing it out ----------------------------------------- */
 
 /* Everything but the ops, as one blob every rank gets. */
+/* The blob's parts after the header: the handles' paths, their members
+ * (padded to 8 bytes, for the extents that follow), the paths' extents,
+ * the paths, the access modes and hints. */
+static size_t members_size(size_t n_handles, size_t n_ranks)
+{
+    return (n_handles * n_ranks + 7) & ~(size_t)7;
+}
+
 static char *pack_shared(const struct rp_plan *p, size_t *len)
 {
-    size_t n = 2 * sizeof(uint32_t) + p->n_handles * sizeof(uint32_t) +
-               p->n_handles * p->n_ranks + p->n_paths * sizeof(uint64_t);
+    size_t n = 4 * sizeof(uint32_t) + ((p->n_handles * sizeof(uint32_t) + 7) & ~(size_t)7) +
+               members_size(p->n_handles, p->n_ranks) + p->n_paths * sizeof(uint64_t);
     for (size_t i = 0; i < p->n_paths; i++)
         n += strlen(p->paths[i]) + 1;
-    char *b = malloc(n), *w = b;
+    for (size_t i = 0; i < p->n_infos; i++)
+        n += strlen(p->infos[i]) + 1;
+    char *b = calloc(1, n), *w = b;
     if (!b)
         return NULL;
-    uint32_t hdr[2] = {(uint32_t)p->n_handles, (uint32_t)p->n_paths};
+    uint32_t hdr[4] = {(uint32_t)p->n_handles, (uint32_t)p->n_paths, (uint32_t)p->n_infos, 0};
     memcpy(w, hdr, sizeof hdr), w += sizeof hdr;
     size_t hp = p->n_handles * sizeof(uint32_t);
-    memcpy(w, p->handle_path, hp), w += hp;
-    memcpy(w, p->members, p->n_handles * p->n_ranks), w += p->n_handles * p->n_ranks;
+    memcpy(w, p->handle_path, hp), w += (hp + 7) & ~(size_t)7;
+    memcpy(w, p->members, p->n_handles * p->n_ranks), w += members_size(p->n_handles, p->n_ranks);
     memcpy(w, p->extent, p->n_paths * sizeof(uint64_t)), w += p->n_paths * sizeof(uint64_t);
     for (size_t i = 0; i < p->n_paths; i++) {
         size_t l = strlen(p->paths[i]) + 1;
         memcpy(w, p->paths[i], l), w += l;
+    }
+    for (size_t i = 0; i < p->n_infos; i++) {
+        size_t l = strlen(p->infos[i]) + 1;
+        memcpy(w, p->infos[i], l), w += l;
     }
     *len = n;
     return b;
@@ -709,19 +780,26 @@ static char *pack_shared(const struct rp_plan *p, size_t *len)
 
 static int unpack_shared(struct shared *sh, char *b)
 {
-    uint32_t hdr[2];
+    uint32_t hdr[4];
     memcpy(hdr, b, sizeof hdr);
     sh->n_handles = hdr[0];
     sh->n_paths = hdr[1];
+    sh->n_infos = hdr[2];
     char *r = b + sizeof hdr;
-    sh->handle_path = (uint32_t *)(void *)r, r += sh->n_handles * sizeof(uint32_t);
-    sh->members = (uint8_t *)r, r += (size_t)sh->n_handles * (size_t)nprocs;
+    sh->handle_path = (uint32_t *)(void *)r;
+    r += (sh->n_handles * sizeof(uint32_t) + 7) & ~(size_t)7;
+    sh->members = (uint8_t *)r, r += members_size(sh->n_handles, (size_t)nprocs);
     sh->extent = (uint64_t *)(void *)r, r += sh->n_paths * sizeof(uint64_t);
     sh->paths = calloc(sh->n_paths + 1, sizeof *sh->paths);
-    if (!sh->paths)
+    sh->infos = calloc(sh->n_infos + 1, sizeof *sh->infos);
+    if (!sh->paths || !sh->infos)
         return -1;
     for (uint32_t i = 0; i < sh->n_paths; i++) {
         sh->paths[i] = r;
+        r += strlen(r) + 1;
+    }
+    for (uint32_t i = 0; i < sh->n_infos; i++) {
+        sh->infos[i] = r;
         r += strlen(r) + 1;
     }
     sh->blob = b;
@@ -1082,6 +1160,7 @@ int main(int argc, char **argv)
     free(s.rbuf);
     free(ops);
     free(sh.paths);
+    free(sh.infos);
     free(blob);
     MPI_Finalize();
     return IOT_EXIT_OK;

@@ -169,7 +169,7 @@ static int keep_rank_events(struct rp_plan *p, const struct xp_data *d, struct c
 }
 
 static int fill_ops(struct rp_plan *p, const struct xp_data *d, struct collected *c,
-                    struct xp_strings *paths)
+                    struct xp_strings *paths, struct xp_strings *infos)
 {
     p->ops = calloc(p->n_ranks ? p->n_ranks : 1, sizeof *p->ops);
     p->n_ops = calloc(p->n_ranks ? p->n_ranks : 1, sizeof *p->n_ops);
@@ -194,10 +194,20 @@ static int fill_ops(struct rp_plan *p, const struct xp_data *d, struct collected
         uint32_t pi = xp_intern(paths, path && path[0] == '/' ? path : "");
         if (pi == UINT32_MAX)
             return -1;
+        /* An open's or set_info's offset names its mode and hints. */
+        uint32_t info = 0;
+        int64_t offset = ev->offset;
+        if (ev->kind == XP_MPIIO &&
+            (ev->func == IOT_F_MPIIO_MPI_File_open || ev->func == IOT_F_MPIIO_MPI_File_set_info)) {
+            const char *text = offset > 0 ? xp_file_path(d, ev->producer, (uint64_t)offset) : NULL;
+            if (text && (info = xp_intern(infos, text)) == UINT32_MAX)
+                return -1;
+            offset = -1;
+        }
         p->ops[rank][p->n_ops[rank]++] = (struct rp_op){
-            .t_start = ev->t_start, .t_end = ev->t_end, .offset = ev->offset,
+            .t_start = ev->t_start, .t_end = ev->t_end, .offset = offset,
             .bytes = ev->bytes, .xfer = ev->xfer, .ret = ev->ret, .callid = ev->callid,
-            .handle = pi,
+            .handle = pi, .info = info,
             .coll_seq = (uint32_t)ev->coll_seq, .together = 1, .func = ev->func,
             .kind = ev->kind == XP_MPIIO ? RP_MPIIO : RP_POSIX};
     }
@@ -209,9 +219,9 @@ int rp_plan_read(const char *store, const char *job, struct rp_plan *p, char *er
 {
     memset(p, 0, sizeof *p);
     struct xp_data d;
-    struct xp_strings paths = {0};
+    struct xp_strings paths = {0}, infos = {0};
     struct collected c = {0};
-    if (xp_data_init(&d) < 0 || xp_intern(&paths, "") != 0)
+    if (xp_data_init(&d) < 0 || xp_intern(&paths, "") != 0 || xp_intern(&infos, "") != 0)
         return fail_oom(err, errlen);
     int rc = -1;
     c.job = xp_intern(&d.jobs, job);
@@ -221,7 +231,7 @@ int rp_plan_read(const char *store, const char *job, struct rp_plan *p, char *er
     }
     if (xp_read_store(store, &d, collect, &c, err, errlen) < 0)
         goto out;
-    if (keep_rank_events(p, &d, &c, c.job) < 0 || fill_ops(p, &d, &c, &paths) < 0) {
+    if (keep_rank_events(p, &d, &c, c.job) < 0 || fill_ops(p, &d, &c, &paths, &infos) < 0) {
         fail_oom(err, errlen);
         goto out;
     }
@@ -234,10 +244,15 @@ int rp_plan_read(const char *store, const char *job, struct rp_plan *p, char *er
     p->orig_paths = paths.str; /* taken over */
     paths.str = NULL;
     paths.n = 0;
+    p->n_infos = infos.n;
+    p->infos = infos.str;
+    infos.str = NULL;
+    infos.n = 0;
     rc = 0;
 out:
     free(c.v);
     xp_strings_free(&paths);
+    xp_strings_free(&infos);
     xp_data_free(&d);
     return rc;
 }
@@ -775,6 +790,9 @@ void rp_plan_free(struct rp_plan *p)
     }
     free(p->orig_paths);
     free(p->paths);
+    for (size_t i = 0; i < p->n_infos; i++)
+        free(p->infos[i]);
+    free(p->infos);
     free(p->extent);
     free(p->handle_path);
     free(p->members);

@@ -41,6 +41,7 @@ struct rp_op {
     uint32_t handle;   /* MPI-IO: index in rp_plan.handle_path (MPI_Barrier: its
                           communicator's, a handle without a path); POSIX: the path's index */
     uint32_t coll_seq;
+    uint32_t info;     /* MPI_File_open, set_info: index in rp_plan.infos (0: none) */
     uint32_t together; /* completions: how many of the next records one Wait/Test call
                           completed (this one included); 0 for the records it covers */
     uint16_t func;
@@ -80,6 +81,8 @@ struct rp_plan {
     uint8_t *members;        /* n_handles x n_ranks: which ranks opened it (are in it) */
     size_t n_handles;
     size_t n_comms;          /* of the handles, the last n_comms are communicators */
+    char **infos;            /* access modes and hints as recorded (0: ""), docs/client.md */
+    size_t n_infos;
     struct rp_loss *losses;
     size_t n_losses;
     uint64_t lost_events;    /* sum over losses */

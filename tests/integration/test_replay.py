@@ -142,10 +142,16 @@ def check_job(bins, d, job, orig_root, mpi_calls, label):
     replay = d.export(new_job)
     n = compare(orig, replay, orig_root, target, label)
     # known_io opens with hints (cb_nodes=1: rank 0 aggregates) and without
-    # MPI_MODE_CREATE; neither is in the trace, so its replay aggregates on
-    # every rank and creates the file (docs/replay.md): compared for
-    # mpiio_mix only, which opens with no hints and MPI_MODE_CREATE.
-    n_inner = compare_inner(orig, replay, orig_root, target, label) if label == "mpiio_mix" else 0
+    # MPI_MODE_CREATE: both are in the trace and the replay opens the same
+    # way, so ROMIO's own POSIX calls are alike for it too.
+    n_inner = compare_inner(orig, replay, orig_root, target, label)
+    opens = {(e["mpi_rank"], e["info"]) for e in orig if e["func"] == "MPI_File_open"}
+    replayed_opens = {(e["mpi_rank"], e["info"]) for e in replay if e["func"] == "MPI_File_open"}
+    if opens != replayed_opens:
+        fail(f"{label}: opens' modes and hints {sorted(opens)}, replayed {sorted(replayed_opens)}")
+    if label == "known_io" and not all(i and i.startswith("amode=RDWR;") and "cb_nodes=1" in i
+                                       for _, i in opens):
+        fail(f"{label}: opens' modes and hints as recorded: {sorted(opens)}")
     tot = report["total"]
     # mpiio_mix sets one strided view per rank (a vector of 4 blocks, resized).
     want_views = NPROCS if label == "mpiio_mix" else 0

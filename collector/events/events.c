@@ -175,6 +175,24 @@ const char *xp_file_path(const struct xp_data *d, uint32_t producer, uint64_t id
     return d->files[file_slot(d->files, d->files_size, producer, id)].path;
 }
 
+static int offset_names_text(const struct xp_event *ev)
+{
+    return ev->kind == XP_MPIIO &&
+           (ev->func == IOT_F_MPIIO_MPI_File_open || ev->func == IOT_F_MPIIO_MPI_File_set_info);
+}
+
+const char *xp_event_info(const struct xp_data *d, const struct xp_event *ev)
+{
+    return offset_names_text(ev) && ev->offset > 0
+               ? xp_file_path(d, ev->producer, (uint64_t)ev->offset)
+               : NULL;
+}
+
+int64_t xp_event_offset(const struct xp_event *ev)
+{
+    return offset_names_text(ev) || ev->offset < 0 ? -1 : ev->offset;
+}
+
 static int grow_files(struct xp_data *d)
 {
     size_t size = d->files_size ? d->files_size * 2 : 256;

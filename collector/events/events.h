@@ -58,6 +58,14 @@ struct xp_event {
     uint8_t kind;      /* enum xp_kind */
 };
 
+struct xp_data;
+
+/* MPI_File_open and MPI_File_set_info carry in their offset the id of the
+ * text of their access mode and hints (docs/client.md), not a position:
+ * its text, or NULL; exports show -1 as their offset. */
+const char *xp_event_info(const struct xp_data *d, const struct xp_event *ev);
+int64_t xp_event_offset(const struct xp_event *ev);
+
 struct xp_file {
     uint64_t id;
     uint32_t producer;

@@ -36,7 +36,7 @@ struct column {
     X(func, COL_STR, NULL, "function (`MPI_File_write_at`, `pwrite`, disk `writev`, ...); null for drop records") \
     X(callid, COL_STR, NULL, "CallID of the MPI-IO call the event belongs to, hexadecimal (`0x...`); null outside any call") \
     X(file, COL_STR, NULL, "absolute path of the file; null when not known") \
-    X(info, COL_STR, NULL, "`MPI_File_open`: its access mode, the `MPI_MODE_` names joined by a vertical bar, and the hints it was given, as `amode=RDWR;cb_nodes=1;...` (`\\`, `;` and `=` inside a key or value escaped with `\\`); `MPI_File_set_info`: the hints; null otherwise, and in traces made before they were recorded") \
+    X(mpi_info, COL_STR, NULL, "`MPI_File_open`: its access mode, the `MPI_MODE_` names joined by a vertical bar, and the hints it was given, as `amode=RDWR;cb_nodes=1;...` (`\\`, `;` and `=` inside a key or value escaped with `\\`); `MPI_File_set_info`: the hints; null otherwise, and in traces made before they were recorded") \
     X(offset, COL_INT, NULL, "byte offset where the access starts; -1 when the call has none or it is not known (stdio, O_APPEND)") \
     X(bytes, COL_INT, NULL, "bytes requested (MPI-IO: count times the datatype's size; disk: the operation's size); 0 for drop records") \
     X(xfer, COL_INT, NULL, "MPI-IO: bytes transferred (from the MPI_Status); -1 for other kinds") \
@@ -137,13 +137,8 @@ static void row_values(struct xp_rows *w, const struct xp_data *d, const struct 
         v[COL_callid].s = w->callid;
     }
     v[COL_file].s = ev->file ? xp_file_path(d, ev->producer, ev->file) : NULL;
-    v[COL_offset].i = ev->offset < 0 ? -1 : ev->offset;
-    if (ev->kind == XP_MPIIO &&
-        (ev->func == IOT_F_MPIIO_MPI_File_open || ev->func == IOT_F_MPIIO_MPI_File_set_info)) {
-        /* Their offset is the id of a text in the name dictionary. */
-        v[COL_info].s = ev->offset > 0 ? xp_file_path(d, ev->producer, (uint64_t)ev->offset) : NULL;
-        v[COL_offset].i = -1;
-    }
+    v[COL_offset].i = xp_event_offset(ev);
+    v[COL_mpi_info].s = xp_event_info(d, ev);
     v[COL_bytes].i = (int64_t)ev->bytes;
     if (ev->kind == XP_MPIIO)
         v[COL_xfer].i = (int64_t)ev->xfer;

@@ -637,7 +637,7 @@ static int on_ordered(void *ctx, const struct xp_event *ev, uint32_t *tag)
                                        push(s, (struct pending){.end = ev->t_end,
                                                                 .start = ev->t_start,
                                                                 .callid = ev->callid,
-                                                                .offset = ev->offset,
+                                                                .offset = xp_event_offset(ev),
                                                                 .bytes = ev->bytes,
                                                                 .cat = ev->func, .from = line,
                                                                 .type = D_STATE}) < 0))

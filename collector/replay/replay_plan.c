@@ -196,14 +196,10 @@ static int fill_ops(struct rp_plan *p, const struct xp_data *d, struct collected
             return -1;
         /* An open's or set_info's offset names its mode and hints. */
         uint32_t info = 0;
-        int64_t offset = ev->offset;
-        if (ev->kind == XP_MPIIO &&
-            (ev->func == IOT_F_MPIIO_MPI_File_open || ev->func == IOT_F_MPIIO_MPI_File_set_info)) {
-            const char *text = offset > 0 ? xp_file_path(d, ev->producer, (uint64_t)offset) : NULL;
-            if (text && (info = xp_intern(infos, text)) == UINT32_MAX)
-                return -1;
-            offset = -1;
-        }
+        const char *text = xp_event_info(d, ev);
+        if (text && (info = xp_intern(infos, text)) == UINT32_MAX)
+            return -1;
+        int64_t offset = ev->kind == XP_MPIIO ? xp_event_offset(ev) : ev->offset;
         p->ops[rank][p->n_ops[rank]++] = (struct rp_op){
             .t_start = ev->t_start, .t_end = ev->t_end, .offset = offset,
             .bytes = ev->bytes, .xfer = ev->xfer, .ret = ev->ret, .callid = ev->callid,

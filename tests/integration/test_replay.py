@@ -145,8 +145,8 @@ def check_job(bins, d, job, orig_root, mpi_calls, label):
     # MPI_MODE_CREATE: both are in the trace and the replay opens the same
     # way, so ROMIO's own POSIX calls are alike for it too.
     n_inner = compare_inner(orig, replay, orig_root, target, label)
-    opens = {(e["mpi_rank"], e["info"]) for e in orig if e["func"] == "MPI_File_open"}
-    replayed_opens = {(e["mpi_rank"], e["info"]) for e in replay if e["func"] == "MPI_File_open"}
+    opens = {(e["mpi_rank"], e["mpi_info"]) for e in orig if e["func"] == "MPI_File_open"}
+    replayed_opens = {(e["mpi_rank"], e["mpi_info"]) for e in replay if e["func"] == "MPI_File_open"}
     if opens != replayed_opens:
         fail(f"{label}: opens' modes and hints {sorted(opens)}, replayed {sorted(replayed_opens)}")
     if label == "known_io" and not all(i and i.startswith("amode=RDWR;") and "cb_nodes=1" in i

@@ -88,6 +88,39 @@ def options_of(binary):
     return sorted(set(re.findall(r"^\s+(?:-\w, )?--([a-z0-9-]+)", out, re.M)))
 
 
+def literal_defaults(binary):
+    """Options whose --help gives a default of one word ("(default 0666)",
+    "(default: 10s)"): option -> that word."""
+    out = subprocess.run([binary, "--help"], capture_output=True, text=True, check=True).stdout
+    blocks, cur = {}, None
+    for line in out.splitlines():
+        m = re.match(r"^\s+(?:-\w, )?--([a-z0-9-]+)", line)
+        if m:
+            cur = m.group(1)
+            blocks[cur] = line
+        elif cur and line.startswith("    "):
+            blocks[cur] += " " + line.strip()
+        else:
+            cur = None
+    found = {}
+    for opt, text in blocks.items():
+        m = re.search(r"\(default:? ([^\s();,]+)[;)]", re.sub(r"\s+", " ", text))
+        if m:
+            found[opt] = m.group(1)
+    return found
+
+
+def doc_rows(doc_text, opt):
+    """The table rows of docs/ whose first cell names --opt."""
+    rows = []
+    for line in doc_text.splitlines():
+        if line.startswith("| "):
+            first = re.split(r"(?<!\\) \| ", line[2:])[0]
+            if re.search(rf"--{re.escape(opt)}\b", first):
+                rows.append(line.replace("`", "").replace("\\", ""))
+    return rows
+
+
 def check(src, bindir):
     problems = []
     rows = read_tsv(os.path.join(src, "clientlib/environment.tsv"))
@@ -119,6 +152,14 @@ def check(src, bindir):
         for o in opts:
             if o not in documented and o not in ("help", "version", "man"):
                 problems.append(f"{doc} does not document --{o} of {os.path.basename(prog)}")
+        # A default --help states as one word is in the option's row of docs/.
+        for o, value in literal_defaults(binary).items():
+            rows = doc_rows(doc_text, o)
+            if not rows:
+                problems.append(f"{doc}: no table row for --{o} of {os.path.basename(prog)}")
+            elif not any(value in r for r in rows):
+                problems.append(f"{doc}: --{o}'s row does not give its default {value} "
+                                f"(--help of {os.path.basename(prog)})")
     pages = sorted(glob.glob(os.path.join(bindir, "deploy/man/*.[178]")))
     if len(pages) != 5:
         problems.append(f"manual pages built: {pages}")
@@ -131,7 +172,8 @@ def check(src, bindir):
     if problems:
         sys.exit(1)
     print(f"ok: {len(rows)} environment variables and the options of 4 programs agree across "
-          f"--help, --man, the TSV and docs/; {len(pages)} manual pages render without a warning")
+          f"--help, --man, the TSV and docs/ (names, and the defaults --help gives as one word); "
+          f"{len(pages)} manual pages render without a warning")
 
 
 def main():

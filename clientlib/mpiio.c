@@ -932,6 +932,7 @@ static inline int pmpi_completion_passes(const void *caller)
 struct sync_comm {
     int64_t id;
     uint64_t size, seq;
+    int world[]; /* the members' ranks in MPI_COMM_WORLD, by rank in the communicator */
 };
 
 static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -951,8 +952,9 @@ static struct sync_comm *sync_comm_new(MPI_Comm comm)
     if (!pmpi.comm_size || !pmpi.comm_group || !pmpi.group_translate_ranks || !pmpi.group_free ||
         !pmpi.comm_set_attr || pmpi.comm_size(comm, &size) != MPI_SUCCESS || size <= 0)
         return NULL;
-    int *mine = malloc((size_t)size * sizeof *mine), *theirs = malloc((size_t)size * sizeof *theirs);
-    struct sync_comm *sc = calloc(1, sizeof *sc);
+    int *mine = malloc((size_t)size * sizeof *mine);
+    struct sync_comm *sc = calloc(1, sizeof *sc + (size_t)size * sizeof sc->world[0]);
+    int *theirs = sc ? sc->world : NULL;
     int ok = mine && theirs && sc && pmpi.comm_group(comm, &group) == MPI_SUCCESS &&
              pmpi.comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS;
     if (ok) {
@@ -974,7 +976,6 @@ static struct sync_comm *sync_comm_new(MPI_Comm comm)
     if (world != MPI_GROUP_NULL)
         pmpi.group_free(&world);
     free(mine);
-    free(theirs);
     if (!ok) {
         free(sc);
         return NULL;
@@ -1022,6 +1023,63 @@ int MPI_Barrier(MPI_Comm comm)
     return ret;
 }
 
+/* Blocking point-to-point messages, with IOTRACE_SYNC=1: a rank that waits
+ * for a neighbour's "done" before it reads is ordered by the message.  A
+ * row: offset = the communicator's id, bytes = the message's bytes, xfer =
+ * the peer's rank in MPI_COMM_WORLD (the actual source of a receive, also
+ * for MPI_ANY_SOURCE), coll_seq = the tag (the actual one). */
+static int message_peer(const struct sync_comm *sc, int rank)
+{
+    return rank >= 0 && (uint64_t)rank < sc->size ? sc->world[rank] : -1;
+}
+
+static void record_message(struct iot_mpi_call *c, const struct sync_comm *sc, int ret,
+                           int peer, int tag)
+{
+    uint64_t t1 = end_scope(c);
+    c->coll_seq = tag < 0 ? 0 : (uint64_t)tag;
+    int world = message_peer(sc, peer);
+    record(c, t1, ret, world < 0 ? UINT64_MAX : (uint64_t)world);
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    NEXT(MPI_Send);
+    int on = iot_mpi_tracing();
+    struct sync_comm *sc;
+    if (IOT_LIKELY(!on || !iot_g.cfg.trace_sync) || dest < 0 || !(sc = sync_comm_of(comm)))
+        return next_MPI_Send(buf, count, type, dest, tag, comm);
+    set_up(on);
+    struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Send, .callid = new_callid(),
+                             .offset = sc->id, .bytes = bytes_of(count, type)};
+    begin_scope(&c);
+    int ret = next_MPI_Send(buf, count, type, dest, tag, comm);
+    record_message(&c, sc, ret, dest, tag);
+    return ret;
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+             MPI_Status *status)
+{
+    NEXT(MPI_Recv);
+    int on = iot_mpi_tracing();
+    struct sync_comm *sc;
+    if (IOT_LIKELY(!on || !iot_g.cfg.trace_sync) || source == MPI_PROC_NULL ||
+        !(sc = sync_comm_of(comm)))
+        return next_MPI_Recv(buf, count, type, source, tag, comm, status);
+    set_up(on);
+    MPI_Status local;
+    if (status == MPI_STATUS_IGNORE)
+        status = &local;
+    struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Recv, .callid = new_callid(),
+                             .offset = sc->id};
+    begin_scope(&c);
+    int ret = next_MPI_Recv(buf, count, type, source, tag, comm, status);
+    c.bytes = ret == MPI_SUCCESS ? xfer_of(ret, status) : 0;
+    record_message(&c, sc, ret, ret == MPI_SUCCESS ? status->MPI_SOURCE : source,
+                   ret == MPI_SUCCESS ? status->MPI_TAG : tag);
+    return ret;
+}
 
 IOT_HOT int wait_body(__typeof__(&MPI_Wait) next, MPI_Request *request, MPI_Status *status)
 {

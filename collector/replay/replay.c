@@ -574,6 +574,17 @@ static int do_mpiio(struct state *s, const struct rp_op *o, size_t n_together)
         return complete(s, o, n_together);
     if (o->func == F(open))
         return do_open(s, o);
+    if (c.message) {
+        /* Empty, on MPI_COMM_WORLD between the ranks that exchanged it: it
+         * orders, as the original did.  MPICH sends an empty message
+         * eagerly, without waiting for the receive, so a send the original
+         * made beside calls the trace does not hold (an MPI_Irecv) cannot
+         * hang here. */
+        int peer = (int)o->xfer, tag = rp_message_tag(o);
+        if (o->func == IOT_F_MPIIO_MPI_Send)
+            return MPI_Send(NULL, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+        return MPI_Recv(NULL, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
     if (c.barrier) {
         /* By its MPI_ name, so that a traced replay records it as the
          * original did; the replay's own barriers go through PMPI_. */

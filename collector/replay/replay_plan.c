@@ -11,7 +11,8 @@
 #include "wire.h"
 
 const char *const rp_skip_names[RP_SKIP_REASONS] = {
-    "replayed", "no_file", "incomplete_collective", "unmatched", "not_io", "failed", "outside"};
+    "replayed", "no_file", "incomplete_collective", "unmatched", "not_io", "failed", "outside",
+    "unpaired_message"};
 
 static int ends_with(const char *s, const char *tail)
 {
@@ -31,6 +32,10 @@ static struct rp_class classify(unsigned func)
     }
     if (func == IOT_F_MPIIO_MPI_Barrier) {
         c.barrier = c.collective = 1;
+        return c;
+    }
+    if (func == IOT_F_MPIIO_MPI_Send || func == IOT_F_MPIIO_MPI_Recv) {
+        c.message = 1;
         return c;
     }
     n += strlen("MPI_File_");
@@ -444,8 +449,8 @@ static int assign_handles(struct rp_plan *p)
                 continue;
             }
             struct rp_class c = rp_classify(o->func);
-            if (o->func == IOT_F_MPIIO_MPI_File_delete || c.completion || c.barrier)
-                continue; /* by path / by request / by communicator */
+            if (o->func == IOT_F_MPIIO_MPI_File_delete || c.completion || c.barrier || c.message)
+                continue; /* by path / by request / by communicator / by peer */
             uint32_t h = cur[o->handle];
             if (o->func == IOT_F_MPIIO_MPI_File_close)
                 cur[o->handle] = UINT32_MAX;
@@ -525,6 +530,63 @@ static int assign_comms(struct rp_plan *p)
     p->n_handles = total;
     p->n_comms = n;
     free(ids);
+    return 0;
+}
+
+/* Messages (IOTRACE_SYNC): the n-th send from rank a to rank b with a tag
+ * on a communicator is received by b's n-th receive from a with that tag
+ * there (MPI does not let messages between two ranks overtake).  Where the
+ * two counts differ (a side's events were lost) all of them are left out:
+ * a receive whose send never comes would hang the replay. */
+struct msg_key {
+    int64_t comm;
+    uint32_t from, to, tag;
+    int recv;
+    struct rp_op *op;
+};
+
+static int cmp_msg(const void *pa, const void *pb)
+{
+    const struct msg_key *a = pa, *b = pb;
+    if (a->comm != b->comm)
+        return a->comm < b->comm ? -1 : 1;
+    if (a->from != b->from)
+        return a->from < b->from ? -1 : 1;
+    if (a->to != b->to)
+        return a->to < b->to ? -1 : 1;
+    return a->tag < b->tag ? -1 : a->tag > b->tag;
+}
+
+static int settle_messages(struct rp_plan *p)
+{
+    size_t n = 0, cap = 0;
+    struct msg_key *keys = NULL;
+    for (uint32_t r = 0; r < p->n_ranks; r++)
+        for (size_t i = 0; i < p->n_ops[r]; i++) {
+            struct rp_op *o = &p->ops[r][i];
+            if (o->kind != RP_MPIIO || o->skip || !rp_classify(o->func).message)
+                continue;
+            if (o->xfer >= p->n_ranks) { /* a peer the replay does not have */
+                o->skip = RP_SKIP_UNPAIRED;
+                continue;
+            }
+            int recv = o->func == IOT_F_MPIIO_MPI_Recv;
+            if (iot_grow((void **)&keys, &cap, n + 1, sizeof *keys, 64) < 0)
+                return -1;
+            keys[n++] = (struct msg_key){o->offset, recv ? (uint32_t)o->xfer : r,
+                                         recv ? r : (uint32_t)o->xfer, o->coll_seq, recv, o};
+        }
+    if (n)
+        qsort(keys, n, sizeof *keys, cmp_msg);
+    for (size_t i = 0, j; i < n; i = j) {
+        size_t sends = 0, recvs = 0;
+        for (j = i; j < n && cmp_msg(&keys[i], &keys[j]) == 0; j++)
+            keys[j].recv ? recvs++ : sends++;
+        if (sends != recvs)
+            for (size_t k = i; k < j; k++)
+                keys[k].op->skip = RP_SKIP_UNPAIRED;
+    }
+    free(keys);
     return 0;
 }
 
@@ -767,7 +829,7 @@ int rp_plan_prepare(struct rp_plan *p, const char *target, const char *posix_und
     for (uint32_t r = 0; r < p->n_ranks; r++)
         infer_positions(p, r, s);
     free(s);
-    if (settle_collectives(p) < 0 || settle_shared_order(p) < 0)
+    if (settle_collectives(p) < 0 || settle_shared_order(p) < 0 || settle_messages(p) < 0)
         return fail_oom(err, errlen);
     for (uint32_t r = 0; r < p->n_ranks; r++)
         settle_completions(p, r);

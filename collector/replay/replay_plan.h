@@ -24,6 +24,7 @@ enum rp_skip {
     RP_SKIP_NOT_IO,     /* error handlers, handle conversions: nothing to replay */
     RP_SKIP_FAILED,     /* the original call failed */
     RP_SKIP_OUTSIDE,    /* POSIX I/O on a file outside the job's data (the MPI runtime's) */
+    RP_SKIP_UNPAIRED,   /* a message whose other end is not in the trace (events lost) */
     RP_SKIP_REASONS
 };
 
@@ -52,11 +53,12 @@ struct rp_op {
 
 /* Bytes of data the operation moves: an MPI_File_set_view row's bytes
  * describe the view (docs/client.md, "File views"), an MPI_Barrier's the
- * size of its communicator. */
+ * size of its communicator, a message's (replayed empty) its size. */
 static inline uint64_t rp_data_bytes(const struct rp_op *o)
 {
     return o->kind == RP_MPIIO &&
-                   (o->func == IOT_F_MPIIO_MPI_File_set_view || o->func == IOT_F_MPIIO_MPI_Barrier)
+                   (o->func == IOT_F_MPIIO_MPI_File_set_view || o->func == IOT_F_MPIIO_MPI_Barrier ||
+                    o->func == IOT_F_MPIIO_MPI_Send || o->func == IOT_F_MPIIO_MPI_Recv)
                ? 0
                : o->bytes;
 }
@@ -106,6 +108,15 @@ int rp_plan_prepare(struct rp_plan *p, const char *target, const char *posix_und
 
 void rp_plan_free(struct rp_plan *p);
 
+/* The tag a recorded message is replayed with on MPI_COMM_WORLD: its tag
+ * and its communicator's id, so that messages of two communicators between
+ * the same ranks do not match each other. */
+static inline int rp_message_tag(const struct rp_op *o)
+{
+    uint64_t h = (uint64_t)o->offset * 0x9e3779b97f4a7c15ull ^ o->coll_seq;
+    return (int)(h % 32767);
+}
+
 /* Function classes, by the function's id (proto/functions.tsv). */
 enum rp_pos { RP_POS_NONE, RP_POS_AT, RP_POS_IND, RP_POS_SHARED };
 struct rp_class {
@@ -117,6 +128,7 @@ struct rp_class {
     uint8_t begin, end; /* split collective */
     uint8_t completion; /* MPI_Wait* and MPI_Test* */
     uint8_t barrier;    /* MPI_Barrier (IOTRACE_SYNC), collective on its communicator */
+    uint8_t message;    /* MPI_Send, MPI_Recv (IOTRACE_SYNC): xfer the peer's world rank */
     uint8_t large;      /* the _c form */
 };
 struct rp_class rp_classify(unsigned func);

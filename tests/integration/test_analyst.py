@@ -116,7 +116,7 @@ def check_against_stats(df, stats, job):
             return "completion"
         if row.func.endswith("_end"):
             return "end"
-        if row.func == "MPI_Barrier":
+        if row.func in ("MPI_Barrier", "MPI_Send", "MPI_Recv"):
             return "sync"
         return "view" if row.func == "MPI_File_set_view" else "call"
     want_roles = mine[mine.kind.isin(["mpiio", "disk"])].apply(role, axis=1)

@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from harness import Deployment, mpirun, parse_bins  # noqa: E402
 
 NPROCS = 4
+MESSAGES = {"MPI_Send", "MPI_Recv"}
 SHARED = {"MPI_File_write_shared", "MPI_File_read_shared", "MPI_File_write_ordered",
           "MPI_File_read_ordered", "MPI_File_iwrite_shared", "MPI_File_iread_shared"}
 
@@ -49,7 +50,7 @@ def profile(events, root):
     for e in replayable(events, root):
         key = (e["mpi_rank"], e["kind"], e["func"])
         calls[key] += 1
-        nbytes[key] += e["bytes"]
+        nbytes[key] += 0 if e["func"] in MESSAGES else e["bytes"]  # replayed empty
         okey = ("*", e["kind"], e["func"]) if e["func"] in SHARED else key
         offsets[okey].append(e["offset"])
         if e["file"]:
@@ -192,18 +193,26 @@ def main():
             fail(f"mpiio_mix failed: {r.stderr}")
         known = os.path.join(data, "known.dat")
         open(known, "w").close()
-        # known_io reads its neighbour's blocks after an MPI_Barrier: recorded
-        # (IOTRACE_SYNC), the replay keeps that order.
+        # known_io reads its neighbour's blocks after a message from it and
+        # an MPI_Barrier: recorded (IOTRACE_SYNC), the replay keeps that order.
         env = {"IOTRACE_AGENT": d.endpoint, "IOTRACE_JOB_ID": "known", "IOTRACE_SYNC": "1"}
         r = mpirun(bins, NPROCS, [bins["known_app"], known, "4096", "4"], env)
         if r.returncode != 0:
             fail(f"known_io failed: {r.stderr}")
 
         check_job(bins, d, "mix", data, NPROCS * 39, "mpiio_mix")
-        rep = check_job(bins, d, "known", data, NPROCS * 13, "known_io")
-        barriers = [f for f in rep["total"]["functions"] if f["func"] == "MPI_Barrier"]
-        if not barriers or barriers[0]["calls"] != NPROCS or barriers[0]["replayed_calls"] != NPROCS:
-            fail(f"known_io: recorded barriers replayed: {barriers}")
+        rep = check_job(bins, d, "known", data, NPROCS * 15, "known_io")
+        # The messages' rows: peer (xfer, the actual source of an
+        # MPI_ANY_SOURCE receive) and tag (coll_seq), as known_io sends them.
+        for e in d.export("known"):
+            if e["func"] in MESSAGES:
+                peer = (e["mpi_rank"] + (1 if e["func"] == "MPI_Recv" else -1)) % NPROCS
+                if (e["role"], e["xfer"], e["coll_seq"], e["bytes"]) != ("sync", peer, 7, 4):
+                    fail(f"known_io: {e['func']} row {e}")
+        for func in ("MPI_Barrier", "MPI_Send", "MPI_Recv"):
+            f = [f for f in rep["total"]["functions"] if f["func"] == func]
+            if not f or f[0]["calls"] != NPROCS or f[0]["replayed_calls"] != NPROCS:
+                fail(f"known_io: recorded {func} replayed: {f}")
         for f in rep["total"]["functions"]:
             print(f"  known_io {f['func']}: {f['calls']} calls, original "
                   f"{f['original_ns'] / 1e6:.3f} ms, replayed {f['replayed_ns'] / 1e6:.3f} ms")

@@ -8,6 +8,8 @@
  *   MPI_File_open (no MPI_MODE_CREATE: the caller creates FILE, so that
  *   opening it makes the same requests on every rank);
  *   N x MPI_File_write_at of B bytes, block i at (i * P + rank) * B;
+ *   an MPI_Send to rank - 1 (mod P) and an MPI_Recv (its blocks are
+ *   written), an MPI_Barrier;
  *   N x MPI_File_read_at of B bytes, block i of rank + 1 (mod P), checked;
  *   MPI_File_write_at_all of B bytes at (N * P + rank) * B;
  *   MPI_File_read_at_all of the same bytes, checked;
@@ -81,7 +83,22 @@ int main(int argc, char **argv)
         fill(w, B, block);
         check(MPI_File_write_at(fh, block * B, w, (int)B, MPI_BYTE, &st), "write_at");
     }
-    /* Every block is on the servers before anyone reads another rank's. */
+    /* Every block is on the servers before anyone reads another rank's: the
+     * barrier alone would do; each rank also tells the one that reads its
+     * blocks, so that a trace made with IOTRACE_SYNC=1 holds a message that
+     * orders I/O (received from MPI_ANY_SOURCE: the source recorded is the
+     * actual one).  Eager-sized, so the sends do not wait for the receives. */
+    if (nprocs > 1) {
+        int done = rank, reader = (rank + nprocs - 1) % nprocs;
+        check(MPI_Send(&done, 1, MPI_INT, reader, 7, MPI_COMM_WORLD), "send");
+        check(MPI_Recv(&done, 1, MPI_INT, MPI_ANY_SOURCE, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+              "recv");
+        if (done != (rank + 1) % nprocs) {
+            fprintf(stderr, "rank %d: \"written\" from rank %d, expected %d\n", rank, done,
+                    (rank + 1) % nprocs);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < N; i++) {
         MPI_Offset block = (MPI_Offset)i * nprocs + (rank + 1) % nprocs;

@@ -1009,9 +1009,11 @@ static struct sync_comm *sync_comm_of(MPI_Comm comm)
 int MPI_Barrier(MPI_Comm comm)
 {
     NEXT(MPI_Barrier);
+    if (IOT_LIKELY(!iot_g.cfg.trace_sync))
+        return next_MPI_Barrier(comm);
     int on = iot_mpi_tracing();
     struct sync_comm *sc;
-    if (IOT_LIKELY(!on || !iot_g.cfg.trace_sync) || !(sc = sync_comm_of(comm)))
+    if (!on || !(sc = sync_comm_of(comm)))
         return next_MPI_Barrier(comm);
     set_up(on);
     struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Barrier, .callid = new_callid(),
@@ -1045,9 +1047,12 @@ static void record_message(struct iot_mpi_call *c, const struct sync_comm *sc, i
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
 {
     NEXT(MPI_Send);
+    /* IOTRACE_SYNC first: off, a message costs one load and one test. */
+    if (IOT_LIKELY(!iot_g.cfg.trace_sync))
+        return next_MPI_Send(buf, count, type, dest, tag, comm);
     int on = iot_mpi_tracing();
     struct sync_comm *sc;
-    if (IOT_LIKELY(!on || !iot_g.cfg.trace_sync) || dest < 0 || !(sc = sync_comm_of(comm)))
+    if (!on || dest < 0 || !(sc = sync_comm_of(comm)))
         return next_MPI_Send(buf, count, type, dest, tag, comm);
     set_up(on);
     struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Send, .callid = new_callid(),
@@ -1062,10 +1067,11 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
              MPI_Status *status)
 {
     NEXT(MPI_Recv);
+    if (IOT_LIKELY(!iot_g.cfg.trace_sync))
+        return next_MPI_Recv(buf, count, type, source, tag, comm, status);
     int on = iot_mpi_tracing();
     struct sync_comm *sc;
-    if (IOT_LIKELY(!on || !iot_g.cfg.trace_sync) || source == MPI_PROC_NULL ||
-        !(sc = sync_comm_of(comm)))
+    if (!on || source == MPI_PROC_NULL || !(sc = sync_comm_of(comm)))
         return next_MPI_Recv(buf, count, type, source, tag, comm, status);
     set_up(on);
     MPI_Status local;

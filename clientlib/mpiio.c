@@ -871,12 +871,19 @@ static void completion_begin(struct completion *cp, unsigned func, int count,
         }
 }
 
+static void record_irecv(const struct iot_req *e, uint64_t t0, uint64_t t1, int ret,
+                         const MPI_Status *st);
+
 static void completion_record(struct completion *cp, unsigned func, MPI_Request req, int ret,
                               const MPI_Status *st, uint64_t t1)
 {
     struct iot_req e;
     if (req == MPI_REQUEST_NULL || !req_find(req, &e, 1))
         return;
+    if (e.func == IOT_F_MPIIO_MPI_Irecv) { /* a message, recorded where it arrived */
+        record_irecv(&e, cp->c.t0, t1, ret, st);
+        return;
+    }
     struct iot_mpi_call c = {.t0 = cp->c.t0, .callid = e.callid, .file = e.file,
                              .offset = e.offset, .bytes = e.bytes, .coll_seq = e.coll_seq,
                              .func = func};
@@ -938,10 +945,25 @@ struct sync_comm {
 static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sync_keyval = MPI_KEYVAL_INVALID;
 
+/* A freed communicator's entry is kept, not freed: an MPI_Irecv still in
+ * flight on it (MPI lets a communicator be freed before its operations
+ * complete) names it in the request table until its completion. */
+struct sync_retired {
+    struct sync_retired *next;
+    struct sync_comm *sc;
+};
+static struct sync_retired *sync_retired;
+
 static int sync_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
     (void)comm, (void)keyval, (void)extra;
-    free(attr);
+    struct sync_retired *r = malloc(sizeof *r);
+    if (r) {
+        pthread_mutex_lock(&sync_lock);
+        *r = (struct sync_retired){sync_retired, attr};
+        sync_retired = r;
+        pthread_mutex_unlock(&sync_lock);
+    }
     return MPI_SUCCESS;
 }
 
@@ -1085,6 +1107,60 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
     record_message(&c, sc, ret, ret == MPI_SUCCESS ? status->MPI_SOURCE : source,
                    ret == MPI_SUCCESS ? status->MPI_TAG : tag);
     return ret;
+}
+
+/* A non-blocking send orders from where it is posted; a non-blocking
+ * receive where it completes (MPI_Wait*, MPI_Test*), so it is recorded
+ * there, as an MPI_Irecv row with the source and tag that arrived. */
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+              MPI_Request *request)
+{
+    NEXT(MPI_Isend);
+    if (IOT_LIKELY(!iot_g.cfg.trace_sync))
+        return next_MPI_Isend(buf, count, type, dest, tag, comm, request);
+    int on = iot_mpi_tracing();
+    struct sync_comm *sc;
+    if (!on || dest < 0 || !(sc = sync_comm_of(comm)))
+        return next_MPI_Isend(buf, count, type, dest, tag, comm, request);
+    set_up(on);
+    struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Isend, .callid = new_callid(),
+                             .offset = sc->id, .bytes = bytes_of(count, type)};
+    begin_scope(&c);
+    int ret = next_MPI_Isend(buf, count, type, dest, tag, comm, request);
+    record_message(&c, sc, ret, dest, tag);
+    return ret;
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              MPI_Request *request)
+{
+    NEXT(MPI_Irecv);
+    if (IOT_LIKELY(!iot_g.cfg.trace_sync))
+        return next_MPI_Irecv(buf, count, type, source, tag, comm, request);
+    int on = iot_mpi_tracing();
+    struct sync_comm *sc;
+    int ret = next_MPI_Irecv(buf, count, type, source, tag, comm, request);
+    if (ret == MPI_SUCCESS && on && source != MPI_PROC_NULL && *request != MPI_REQUEST_NULL &&
+        (sc = sync_comm_of(comm))) {
+        set_up(on);
+        struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Irecv, .callid = new_callid(),
+                                 .offset = sc->id, .file = (uint64_t)(uintptr_t)sc};
+        req_add(*request, &c);
+    }
+    return ret;
+}
+
+static void record_irecv(const struct iot_req *e, uint64_t t0, uint64_t t1, int ret,
+                         const MPI_Status *st)
+{
+    const struct sync_comm *sc = (const struct sync_comm *)(uintptr_t)e->file;
+    struct iot_mpi_call c = {.t0 = t0, .callid = e->callid, .offset = e->offset,
+                             .bytes = xfer_of(ret, st), .func = IOT_F_MPIIO_MPI_Irecv,
+                             .coll_seq = ret == MPI_SUCCESS && st->MPI_TAG >= 0
+                                             ? (uint64_t)st->MPI_TAG
+                                             : 0};
+    int world = ret == MPI_SUCCESS ? message_peer(sc, st->MPI_SOURCE) : -1;
+    record(&c, t1, ret, world < 0 ? UINT64_MAX : (uint64_t)world);
 }
 
 IOT_HOT int wait_body(__typeof__(&MPI_Wait) next, MPI_Request *request, MPI_Status *status)

@@ -26,7 +26,7 @@ struct column {
 /* Order: the order of the JSON keys and of the CSV columns. */
 #define XP_COLUMNS(X)                                                                          \
     X(kind, COL_STR, "mpiio|posix|disk|drop", "what the row is: an MPI-IO call, a POSIX call, a disk operation on a storage server, or a drop record (events lost, counted in `dropped`)") \
-    X(role, COL_STR, "call|completion|end|view|sync|op|drop", "`call` for an MPI-IO or POSIX call; `completion` for `MPI_Wait*`/`MPI_Test*` and `end` for a split collective's `*_end`, which repeat the bytes of the call they complete (sum `bytes` over `call` rows only); `view` for `MPI_File_set_view`, whose `offset`, `bytes` and `xfer` describe the view it set (first byte, block length, distance between blocks), not data; `sync` for an `MPI_Barrier`, `MPI_Send` or `MPI_Recv` (recorded with `IOTRACE_SYNC=1`), whose `offset` is its communicator's id; a barrier's `bytes` is the communicator's size and `coll_seq` its number on it, a message's `bytes` its size, `xfer` the peer's rank in `MPI_COMM_WORLD` and `coll_seq` its tag; `op` for a disk operation; `drop` for a drop record") \
+    X(role, COL_STR, "call|completion|end|view|sync|op|drop", "`call` for an MPI-IO or POSIX call; `completion` for `MPI_Wait*`/`MPI_Test*` and `end` for a split collective's `*_end`, which repeat the bytes of the call they complete (sum `bytes` over `call` rows only); `view` for `MPI_File_set_view`, whose `offset`, `bytes` and `xfer` describe the view it set (first byte, block length, distance between blocks), not data; `sync` for an `MPI_Barrier`, `MPI_Send`, `MPI_Recv`, `MPI_Isend` or `MPI_Irecv` (recorded with `IOTRACE_SYNC=1`; an `MPI_Irecv` where it completed), whose `offset` is its communicator's id; a barrier's `bytes` is the communicator's size and `coll_seq` its number on it, a message's `bytes` its size, `xfer` the peer's rank in `MPI_COMM_WORLD` and `coll_seq` its tag; `op` for a disk operation; `drop` for a drop record") \
     X(job, COL_STR, NULL, "job id; null (CSV: empty) when the event has none") \
     X(node, COL_STR, NULL, "node that recorded the event") \
     X(mpi_rank, COL_INT, NULL, "MPI rank; -1 for disk operations and processes outside MPI") \
@@ -87,7 +87,8 @@ static const char *role_of(const struct xp_event *ev)
     if (ev->func == IOT_F_MPIIO_MPI_File_set_view)
         return "view";
     if (ev->func == IOT_F_MPIIO_MPI_Barrier || ev->func == IOT_F_MPIIO_MPI_Send ||
-        ev->func == IOT_F_MPIIO_MPI_Recv)
+        ev->func == IOT_F_MPIIO_MPI_Recv || ev->func == IOT_F_MPIIO_MPI_Isend ||
+        ev->func == IOT_F_MPIIO_MPI_Irecv)
         return "sync";
     if (!iot_match_is_completion(ev->func))
         return "call";

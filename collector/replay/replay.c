@@ -580,10 +580,20 @@ static int do_mpiio(struct state *s, const struct rp_op *o, size_t n_together)
          * eagerly, without waiting for the receive, so a send the original
          * made beside calls the trace does not hold (an MPI_Irecv) cannot
          * hang here. */
-        int peer = (int)o->xfer, tag = rp_message_tag(o);
-        if (o->func == IOT_F_MPIIO_MPI_Send)
+        int peer = (int)o->xfer, tag = rp_message_tag(o), ret;
+        MPI_Request r;
+        switch (o->func) {
+        case IOT_F_MPIIO_MPI_Send:
             return MPI_Send(NULL, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
-        return MPI_Recv(NULL, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        case IOT_F_MPIIO_MPI_Isend: /* its completion orders nothing */
+            ret = MPI_Isend(NULL, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &r);
+            return ret == MPI_SUCCESS ? MPI_Request_free(&r) : ret;
+        case IOT_F_MPIIO_MPI_Irecv: /* recorded where it completed */
+            ret = MPI_Irecv(NULL, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &r);
+            return ret == MPI_SUCCESS ? MPI_Wait(&r, MPI_STATUS_IGNORE) : ret;
+        default:
+            return MPI_Recv(NULL, 0, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
     }
     if (c.barrier) {
         /* By its MPI_ name, so that a traced replay records it as the

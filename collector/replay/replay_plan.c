@@ -34,7 +34,8 @@ static struct rp_class classify(unsigned func)
         c.barrier = c.collective = 1;
         return c;
     }
-    if (func == IOT_F_MPIIO_MPI_Send || func == IOT_F_MPIIO_MPI_Recv) {
+    if (func == IOT_F_MPIIO_MPI_Send || func == IOT_F_MPIIO_MPI_Recv ||
+        func == IOT_F_MPIIO_MPI_Isend || func == IOT_F_MPIIO_MPI_Irecv) {
         c.message = 1;
         return c;
     }
@@ -570,7 +571,7 @@ static int settle_messages(struct rp_plan *p)
                 o->skip = RP_SKIP_UNPAIRED;
                 continue;
             }
-            int recv = o->func == IOT_F_MPIIO_MPI_Recv;
+            int recv = o->func == IOT_F_MPIIO_MPI_Recv || o->func == IOT_F_MPIIO_MPI_Irecv;
             if (iot_grow((void **)&keys, &cap, n + 1, sizeof *keys, 64) < 0)
                 return -1;
             keys[n++] = (struct msg_key){o->offset, recv ? (uint32_t)o->xfer : r,

@@ -58,7 +58,8 @@ static inline uint64_t rp_data_bytes(const struct rp_op *o)
 {
     return o->kind == RP_MPIIO &&
                    (o->func == IOT_F_MPIIO_MPI_File_set_view || o->func == IOT_F_MPIIO_MPI_Barrier ||
-                    o->func == IOT_F_MPIIO_MPI_Send || o->func == IOT_F_MPIIO_MPI_Recv)
+                    o->func == IOT_F_MPIIO_MPI_Send || o->func == IOT_F_MPIIO_MPI_Recv ||
+                    o->func == IOT_F_MPIIO_MPI_Isend || o->func == IOT_F_MPIIO_MPI_Irecv)
                ? 0
                : o->bytes;
 }
@@ -128,7 +129,8 @@ struct rp_class {
     uint8_t begin, end; /* split collective */
     uint8_t completion; /* MPI_Wait* and MPI_Test* */
     uint8_t barrier;    /* MPI_Barrier (IOTRACE_SYNC), collective on its communicator */
-    uint8_t message;    /* MPI_Send, MPI_Recv (IOTRACE_SYNC): xfer the peer's world rank */
+    uint8_t message;    /* MPI_Send, MPI_Recv, MPI_Isend, MPI_Irecv (IOTRACE_SYNC): xfer the
+                           peer's world rank */
     uint8_t large;      /* the _c form */
 };
 struct rp_class rp_classify(unsigned func);

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from harness import Deployment, mpirun, parse_bins  # noqa: E402
 
 NPROCS = 4
-MESSAGES = {"MPI_Send", "MPI_Recv"}
+MESSAGES = {"MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv"}
 SHARED = {"MPI_File_write_shared", "MPI_File_read_shared", "MPI_File_write_ordered",
           "MPI_File_read_ordered", "MPI_File_iwrite_shared", "MPI_File_iread_shared"}
 
@@ -201,15 +201,17 @@ def main():
             fail(f"known_io failed: {r.stderr}")
 
         check_job(bins, d, "mix", data, NPROCS * 39, "mpiio_mix")
-        rep = check_job(bins, d, "known", data, NPROCS * 15, "known_io")
+        rep = check_job(bins, d, "known", data, NPROCS * 17, "known_io")
         # The messages' rows: peer (xfer, the actual source of an
         # MPI_ANY_SOURCE receive) and tag (coll_seq), as known_io sends them.
         for e in d.export("known"):
             if e["func"] in MESSAGES:
-                peer = (e["mpi_rank"] + (1 if e["func"] == "MPI_Recv" else -1)) % NPROCS
-                if (e["role"], e["xfer"], e["coll_seq"], e["bytes"]) != ("sync", peer, 7, 4):
-                    fail(f"known_io: {e['func']} row {e}")
-        for func in ("MPI_Barrier", "MPI_Send", "MPI_Recv"):
+                blocking = e["func"] in ("MPI_Send", "MPI_Recv")
+                towards = 1 if e["func"] in ("MPI_Recv", "MPI_Isend") else -1
+                want = ("sync", (e["mpi_rank"] + towards) % NPROCS, 7 if blocking else 8, 4)
+                if (e["role"], e["xfer"], e["coll_seq"], e["bytes"]) != want:
+                    fail(f"known_io: {e['func']} row {e}, want (role, xfer, coll_seq, bytes) {want}")
+        for func in ("MPI_Barrier", "MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv"):
             f = [f for f in rep["total"]["functions"] if f["func"] == func]
             if not f or f[0]["calls"] != NPROCS or f[0]["replayed_calls"] != NPROCS:
                 fail(f"known_io: recorded {func} replayed: {f}")

@@ -11,6 +11,7 @@
  *   an MPI_Send to rank - 1 (mod P) and an MPI_Recv (its blocks are
  *   written), an MPI_Barrier;
  *   N x MPI_File_read_at of B bytes, block i of rank + 1 (mod P), checked;
+ *   an MPI_Irecv and an MPI_Isend to rank + 1 (mod P), MPI_Waitall;
  *   MPI_File_write_at_all of B bytes at (N * P + rank) * B;
  *   MPI_File_read_at_all of the same bytes, checked;
  *   MPI_File_close.
@@ -104,6 +105,25 @@ int main(int argc, char **argv)
         MPI_Offset block = (MPI_Offset)i * nprocs + (rank + 1) % nprocs;
         check(MPI_File_read_at(fh, block * B, r, (int)B, MPI_BYTE, &st), "read_at");
         expect(r, want, B, block, "read_at");
+    }
+
+    /* Each rank tells the writer of the blocks it read that it is done with
+     * them, non-blocking this time: with IOTRACE_SYNC=1 the MPI_Isend is
+     * recorded where it is posted, the MPI_Irecv where MPI_Waitall
+     * completes it, with the source that arrived. */
+    if (nprocs > 1) {
+        int read_done = rank, got = -1;
+        MPI_Request rq[2];
+        MPI_Status sts[2]; /* not MPI_STATUSES_IGNORE: GCC 12 takes it for a 0-byte array */
+        check(MPI_Irecv(&got, 1, MPI_INT, MPI_ANY_SOURCE, 8, MPI_COMM_WORLD, &rq[0]), "irecv");
+        check(MPI_Isend(&read_done, 1, MPI_INT, (rank + 1) % nprocs, 8, MPI_COMM_WORLD, &rq[1]),
+              "isend");
+        check(MPI_Waitall(2, rq, sts), "waitall");
+        if (got != (rank + nprocs - 1) % nprocs) {
+            fprintf(stderr, "rank %d: \"read\" from rank %d, expected %d\n", rank, got,
+                    (rank + nprocs - 1) % nprocs);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
     }
 
     MPI_Offset block = (MPI_Offset)N * nprocs + rank;

@@ -419,7 +419,10 @@ static void begin_shutdown(struct agent *a, int signo)
     a->stopping = 1;
     clocksync_stop(&a->clock); /* a new sample now would only lengthen the drain */
     take_from_producers(a, INT32_MAX);
-    dropbox_scan(&a->dropbox, 0, &a->intake, &a->spool, &a->stats);
+    /* Only with a spool on disk: files taken into memory now would be lost
+     * if the drain ran out, where the next start would have taken them. */
+    if (a->journal_open)
+        dropbox_scan(&a->dropbox, 0, &a->intake, &a->spool, &a->stats);
     intake_close(&a->intake);
     a->intake_open = 0;
     a->drain_deadline = iot_mono_ns() + a->drain_timeout_ns;

@@ -15,8 +15,10 @@
 #include "wire.h"
 
 #define SCAN_INTERVAL_NS 1000000000LL
-/* Files taken per scan: a flood of files cannot hold the loop up. */
+/* Entries looked at, and bytes read, per scan: a flood of files cannot hold
+ * the loop (and the socket's producers) up; the rest waits a second. */
 #define SCAN_MAX_FILES 256
+#define SCAN_MAX_BYTES (64u << 20)
 /* A writer's temporary file (".name") older than this was left by a
  * process that died while writing it. */
 #define STALE_TEMP_S 600
@@ -78,10 +80,12 @@ static void remove_entry(struct dropbox *db, const char *name)
         iot_warn("cannot remove %s/%s from the drop box: %s", db->path, name, strerror(errno));
 }
 
-/* 1: taken or refused (the file is gone); 0: no room now, kept. */
+/* 1: taken or refused (the file is gone); 0: no room for it now, kept;
+ * -1: no memory, kept.  *read_bytes: what it read. */
 static int take_file(struct dropbox *db, const char *name, struct intake *in, struct spool *sp,
-                     struct agent_stats *st)
+                     struct agent_stats *st, size_t *read_bytes)
 {
+    *read_bytes = 0;
     int fd = openat(db->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat fs;
     if (fd < 0 || fstat(fd, &fs) < 0) {
@@ -106,6 +110,7 @@ static int take_file(struct dropbox *db, const char *name, struct intake *in, st
         return 1;
     }
     size_t len = (size_t)fs.st_size, got = 0;
+    *read_bytes = len;
     uint8_t *buf = malloc(len);
     while (buf && got < len) {
         ssize_t n = read(fd, buf + got, len - got);
@@ -116,7 +121,7 @@ static int take_file(struct dropbox *db, const char *name, struct intake *in, st
     close(fd);
     if (!buf) {
         iot_warn("drop box: no memory for %s (%zu bytes); trying again later", name, len);
-        return 0;
+        return -1;
     }
     int rc = INTAKE_REFUSED;
     if (got == len) {
@@ -156,8 +161,11 @@ void dropbox_scan(struct dropbox *db, int64_t now, struct intake *in, struct spo
         return;
     }
     rewinddir(dir);
-    int files = 0;
-    for (struct dirent *e; files < SCAN_MAX_FILES && !spool_full(sp) && (e = readdir(dir));) {
+    int entries = 0;
+    size_t bytes = 0;
+    for (struct dirent *e; entries < SCAN_MAX_FILES && bytes < SCAN_MAX_BYTES &&
+                           !spool_full(sp) && (e = readdir(dir));) {
+        entries++;
         if (e->d_name[0] == '.') {
             struct stat ts;
             if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
@@ -166,9 +174,12 @@ void dropbox_scan(struct dropbox *db, int64_t now, struct intake *in, struct spo
                 remove_entry(db, e->d_name);
             continue;
         }
-        files++;
-        if (!take_file(db, e->d_name, in, sp, st))
+        /* A file kept for want of room (its user over the per-user limit)
+         * does not hold the others up; no memory stops the scan. */
+        size_t n;
+        if (take_file(db, e->d_name, in, sp, st, &n) < 0)
             break;
+        bytes += n;
     }
     closedir(dir);
 }

@@ -41,6 +41,8 @@ static struct {
                               int *, void *);
     int (*comm_get_attr)(MPI_Comm, int, void *, int *);
     int (*comm_set_attr)(MPI_Comm, int, void *);
+    int (*comm_test_inter)(MPI_Comm, int *);
+    int (*test_cancelled)(const MPI_Status *, int *);
     /* The hints an MPI-IO call was given. */
     int (*info_get_nkeys)(MPI_Info, int *);
     int (*info_get_nthkey)(MPI_Info, int, char *);
@@ -77,6 +79,8 @@ static void resolve_pmpi(void)
         "PMPI_Comm_create_keyval");
     pmpi.comm_get_attr = (int (*)(MPI_Comm, int, void *, int *))PMPI_NEXT("PMPI_Comm_get_attr");
     pmpi.comm_set_attr = (int (*)(MPI_Comm, int, void *))PMPI_NEXT("PMPI_Comm_set_attr");
+    pmpi.comm_test_inter = (int (*)(MPI_Comm, int *))PMPI_NEXT("PMPI_Comm_test_inter");
+    pmpi.test_cancelled = (int (*)(const MPI_Status *, int *))PMPI_NEXT("PMPI_Test_cancelled");
     pmpi.info_get_nkeys = (int (*)(MPI_Info, int *))PMPI_NEXT("PMPI_Info_get_nkeys");
     pmpi.info_get_nthkey = (int (*)(MPI_Info, int, char *))PMPI_NEXT("PMPI_Info_get_nthkey");
     pmpi.info_get_valuelen =
@@ -320,7 +324,7 @@ static void fh_remove(struct iot_fh *e)
 
 struct iot_req {
     MPI_Request req;
-    int used;
+    int used; /* 0: never used since the last sweep (a probe stops), 1: live, 2: removed */
     unsigned func;
     uint64_t callid, file, bytes, coll_seq;
     int64_t offset;
@@ -330,6 +334,7 @@ struct iot_req {
 static struct iot_req req_table[REQ_SLOTS];
 static atomic_flag req_lock = ATOMIC_FLAG_INIT;
 static _Atomic int req_count;
+static int req_removed; /* slots marked removed, under req_lock */
 
 static void req_lock_acquire(void)
 {
@@ -341,24 +346,47 @@ static void req_lock_release(void) { atomic_flag_clear_explicit(&req_lock, memor
 
 static size_t req_hash(MPI_Request r) { return ((size_t)(unsigned)r * 2654435761u) & (REQ_SLOTS - 1); }
 
-static void req_add(MPI_Request r, const struct iot_mpi_call *c)
+static void req_forget(const struct iot_req *e);
+
+/* Adds a request.  MPI reuses handles: a live entry with the same one is
+ * stale (its request ended where it could not be seen, MPI_Request_free or
+ * a completion passed straight through) and is replaced; returns 1 with
+ * it in *stale. */
+static int req_add(MPI_Request r, const struct iot_mpi_call *c, struct iot_req *stale)
 {
+    int replaced = 0;
     req_lock_acquire();
     size_t h = req_hash(r);
+    struct iot_req *slot = NULL;
     for (size_t i = 0; i < REQ_SLOTS; i++) {
         struct iot_req *e = &req_table[(h + i) & (REQ_SLOTS - 1)];
-        if (!e->used) {
-            *e = (struct iot_req){.req = r, .used = 1, .func = c->func, .callid = c->callid,
-                                  .file = c->file, .bytes = c->bytes, .coll_seq = c->coll_seq,
-                                  .offset = c->offset};
-            atomic_fetch_add(&req_count, 1);
+        if (e->used == 1 && e->req == r) {
+            *stale = *e;
+            slot = e;
+            replaced = 1;
             break;
         }
+        if (e->used != 1 && !slot)
+            slot = e;
+        if (e->used == 0)
+            break;
+    }
+    if (slot) {
+        if (!replaced) {
+            req_removed -= slot->used == 2;
+            atomic_fetch_add(&req_count, 1);
+        }
+        *slot = (struct iot_req){.req = r, .used = 1, .func = c->func, .callid = c->callid,
+                                 .file = c->file, .bytes = c->bytes, .coll_seq = c->coll_seq,
+                                 .offset = c->offset};
     }
     req_lock_release();
+    return replaced;
 }
 
-/* Finds (and with `take`, removes) the entry of a request. */
+/* Finds (and with `take`, removes) the entry of a request.  A probe stops
+ * at a slot never used: removed ones are marked, and all are cleared at
+ * once when the table is empty and a quarter of it is marked. */
 static int req_find(MPI_Request r, struct iot_req *out, int take)
 {
     int found = 0;
@@ -366,12 +394,18 @@ static int req_find(MPI_Request r, struct iot_req *out, int take)
     size_t h = req_hash(r);
     for (size_t i = 0; i < REQ_SLOTS; i++) {
         struct iot_req *e = &req_table[(h + i) & (REQ_SLOTS - 1)];
-        if (e->used && e->req == r) {
+        if (e->used == 0)
+            break;
+        if (e->used == 1 && e->req == r) {
             *out = *e;
             found = 1;
             if (take) {
-                e->used = 0;
-                atomic_fetch_sub(&req_count, 1);
+                e->used = 2;
+                req_removed++;
+                if (atomic_fetch_sub(&req_count, 1) == 1 && req_removed > REQ_SLOTS / 4) {
+                    memset(req_table, 0, sizeof req_table);
+                    req_removed = 0;
+                }
             }
             break;
         }
@@ -819,8 +853,9 @@ static void iot_mpi_leave_view(struct iot_mpi_call *c, int ret, MPI_File fh, MPI
 static void iot_mpi_leave_request(struct iot_mpi_call *c, int ret, const MPI_Request *req)
 {
     uint64_t t1 = end_scope(c);
-    if (ret == MPI_SUCCESS && req && *req != MPI_REQUEST_NULL)
-        req_add(*req, c);
+    struct iot_req stale;
+    if (ret == MPI_SUCCESS && req && *req != MPI_REQUEST_NULL && req_add(*req, c, &stale))
+        req_forget(&stale);
     record(c, t1, ret, 0);
 }
 
@@ -939,31 +974,32 @@ static inline int pmpi_completion_passes(const void *caller)
 struct sync_comm {
     int64_t id;
     uint64_t size, seq;
-    int world[]; /* the members' ranks in MPI_COMM_WORLD, by rank in the communicator */
+    _Atomic int refs; /* the communicator's attribute, and each MPI_Irecv in flight */
+    int world[];      /* the members' ranks in MPI_COMM_WORLD, by rank in the communicator */
 };
+
+static void sync_comm_release(struct sync_comm *sc)
+{
+    if (sc && atomic_fetch_sub(&sc->refs, 1) == 1)
+        free(sc);
+}
+
+/* What a request's entry holds besides figures: an MPI_Irecv's
+ * communicator (MPI lets a communicator be freed before its operations
+ * complete, so the entry keeps it). */
+static void req_forget(const struct iot_req *e)
+{
+    if (e->func == IOT_F_MPIIO_MPI_Irecv)
+        sync_comm_release((struct sync_comm *)(uintptr_t)e->file);
+}
 
 static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sync_keyval = MPI_KEYVAL_INVALID;
 
-/* A freed communicator's entry is kept, not freed: an MPI_Irecv still in
- * flight on it (MPI lets a communicator be freed before its operations
- * complete) names it in the request table until its completion. */
-struct sync_retired {
-    struct sync_retired *next;
-    struct sync_comm *sc;
-};
-static struct sync_retired *sync_retired;
-
 static int sync_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
     (void)comm, (void)keyval, (void)extra;
-    struct sync_retired *r = malloc(sizeof *r);
-    if (r) {
-        pthread_mutex_lock(&sync_lock);
-        *r = (struct sync_retired){sync_retired, attr};
-        sync_retired = r;
-        pthread_mutex_unlock(&sync_lock);
-    }
+    sync_comm_release(attr);
     return MPI_SUCCESS;
 }
 
@@ -991,6 +1027,7 @@ static struct sync_comm *sync_comm_new(MPI_Comm comm)
                 h = (h ^ (((uint32_t)theirs[i] >> (8 * b)) & 0xff)) * 1099511628211ull;
         sc->id = (int64_t)(h >> 1);
         sc->size = (uint64_t)size;
+        atomic_init(&sc->refs, 1);
         ok = pmpi.comm_set_attr(comm, sync_keyval, sc) == MPI_SUCCESS;
     }
     if (group != MPI_GROUP_NULL)
@@ -1020,9 +1057,13 @@ static struct sync_comm *sync_comm_of(MPI_Comm comm)
     if (keyval == MPI_KEYVAL_INVALID)
         return NULL;
     struct sync_comm *sc = NULL;
-    int found = 0;
+    int found = 0, inter = 1;
     if (pmpi.comm_get_attr(comm, keyval, &sc, &found) == MPI_SUCCESS && found)
         return sc;
+    /* An intercommunicator's peers are ranks of its remote group, which
+     * the replay has no way to make: not recorded. */
+    if (!pmpi.comm_test_inter || pmpi.comm_test_inter(comm, &inter) != MPI_SUCCESS || inter)
+        return NULL;
     return sync_comm_new(comm);
 }
 
@@ -1145,7 +1186,10 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
         set_up(on);
         struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Irecv, .callid = new_callid(),
                                  .offset = sc->id, .file = (uint64_t)(uintptr_t)sc};
-        req_add(*request, &c);
+        atomic_fetch_add(&sc->refs, 1);
+        struct iot_req stale;
+        if (req_add(*request, &c, &stale))
+            req_forget(&stale);
     }
     return ret;
 }
@@ -1153,14 +1197,37 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
 static void record_irecv(const struct iot_req *e, uint64_t t0, uint64_t t1, int ret,
                          const MPI_Status *st)
 {
-    const struct sync_comm *sc = (const struct sync_comm *)(uintptr_t)e->file;
+    struct sync_comm *sc = (struct sync_comm *)(uintptr_t)e->file;
+    int cancelled = 0;
+    if (ret == MPI_SUCCESS && pmpi.test_cancelled)
+        pmpi.test_cancelled(st, &cancelled);
+    if (cancelled) { /* no message came */
+        sync_comm_release(sc);
+        return;
+    }
     struct iot_mpi_call c = {.t0 = t0, .callid = e->callid, .offset = e->offset,
                              .bytes = xfer_of(ret, st), .func = IOT_F_MPIIO_MPI_Irecv,
                              .coll_seq = ret == MPI_SUCCESS && st->MPI_TAG >= 0
                                              ? (uint64_t)st->MPI_TAG
                                              : 0};
     int world = ret == MPI_SUCCESS ? message_peer(sc, st->MPI_SOURCE) : -1;
+    sync_comm_release(sc);
     record(&c, t1, ret, world < 0 ? UINT64_MAX : (uint64_t)world);
+}
+
+/* A request freed before anyone waits for it is never seen to complete:
+ * its entry goes with it. */
+int MPI_Request_free(MPI_Request *request)
+{
+    NEXT(MPI_Request_free);
+    if (IOT_LIKELY(atomic_load_explicit(&req_count, memory_order_relaxed) == 0) || !request)
+        return next_MPI_Request_free(request);
+    MPI_Request r = *request;
+    int ret = next_MPI_Request_free(request);
+    struct iot_req e;
+    if (ret == MPI_SUCCESS && req_find(r, &e, 1))
+        req_forget(&e);
+    return ret;
 }
 
 IOT_HOT int wait_body(__typeof__(&MPI_Wait) next, MPI_Request *request, MPI_Status *status)

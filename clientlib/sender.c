@@ -295,27 +295,64 @@ static void attach_names(iot_body *body, struct name_entry *names,
  * never reads half of one.  Readable by all, for the agent runs as its own
  * user, but no one else can list the directory, and the name holds this
  * process's random epoch.  At most IOT_DROPBOX_MAX_FILE of events per
- * process; a batch of drop records only always fits. */
-static int dropbox_put(const uint8_t *buf, size_t len)
+ * process; a batch of drop records only always fits.
+ *
+ * Only into a directory the agent made: mode 1733, owned by whoever owns
+ * the agent's socket (the user the process was about to trust with its
+ * batches anyway), reached without following a link, and written through
+ * its descriptor.  A directory another user planted at that path (the /tmp
+ * default, while no agent runs) gets nothing. */
+static int dropbox_dir(char *path, size_t cap)
 {
     const char *conf = iot_g.cfg.dropbox, *agent = iot_g.cfg.agent;
-    char dir[4096], tmp[4300], name[4300];
+    const char *sock = agent && !strncmp(agent, "ipc://", 6) && agent[6] && agent[6] != '@'
+                           ? agent + 6
+                           : NULL;
     if (conf && *conf)
-        snprintf(dir, sizeof dir, "%s", strcmp(conf, "none") ? conf : "");
-    else if (agent && !strncmp(agent, "ipc://", 6) && agent[6] && agent[6] != '@')
-        snprintf(dir, sizeof dir, "%s" IOT_DROPBOX_SUFFIX, agent + 6);
+        snprintf(path, cap, "%s", strcmp(conf, "none") ? conf : "");
+    else if (sock)
+        snprintf(path, cap, "%s" IOT_DROPBOX_SUFFIX, sock);
     else
-        dir[0] = '\0';
-    if (!dir[0] || len > IOT_DROPBOX_MAX_FILE ||
-        (s.boxed_bytes + len > IOT_DROPBOX_MAX_FILE && len > 65536))
+        path[0] = '\0';
+    if (!path[0])
         return -1;
-    snprintf(name, sizeof name, "%s/%u-%016llx-%llu", dir, (unsigned)iot_g.pid,
-             (unsigned long long)iot_g.epoch, (unsigned long long)s.seq);
-    snprintf(tmp, sizeof tmp, "%s/.%u-%016llx-%llu", dir, (unsigned)iot_g.pid,
-             (unsigned long long)iot_g.epoch, (unsigned long long)s.seq);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    struct stat ss, ds;
+    uid_t owner;
+    if (sock) {
+        if (lstat(sock, &ss) < 0 || !S_ISSOCK(ss.st_mode))
+            return -1;
+        owner = ss.st_uid;
+    } else {
+        owner = 0; /* no socket to vouch for it: root's only */
+    }
+    /* O_PATH: others may not read the directory, only create in it. */
+    int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -1;
+    if (fstat(fd, &ds) < 0 || (ds.st_mode & 07777) != 01733 ||
+        (ds.st_uid != owner && ds.st_uid != 0)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int dropbox_put(const uint8_t *buf, size_t len)
+{
+    char dir[4096], tmp[160], name[128];
+    if (len > IOT_DROPBOX_MAX_FILE || (s.boxed_bytes + len > IOT_DROPBOX_MAX_FILE && len > 65536))
+        return -1;
+    int dfd = dropbox_dir(dir, sizeof dir);
+    if (dfd < 0)
+        return -1;
+    snprintf(name, sizeof name, "%u-%016llx-%llu", (unsigned)iot_g.pid,
+             (unsigned long long)iot_g.epoch, (unsigned long long)s.seq);
+    snprintf(tmp, sizeof tmp, ".%s", name);
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        close(dfd);
+        return -1;
+    }
     fchmod(fd, 0644); /* whatever the umask */
     size_t done = 0;
     while (done < len) {
@@ -324,10 +361,12 @@ static int dropbox_put(const uint8_t *buf, size_t len)
             break;
         done += (size_t)n;
     }
-    if (close(fd) < 0 || done < len || rename(tmp, name) < 0) {
-        unlink(tmp);
+    int ok = close(fd) == 0 && done == len && renameat(dfd, tmp, dfd, name) == 0;
+    if (!ok)
+        unlinkat(dfd, tmp, 0);
+    close(dfd);
+    if (!ok)
         return -1;
-    }
     s.boxed_batches++;
     s.boxed_bytes += len;
     return 0;

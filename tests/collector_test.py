@@ -57,7 +57,8 @@ def ev(kind, job, node, rank, pid, tid, func, callid, file, offset, nbytes, ret,
     """A --jsonl row: every column present, integers never null."""
     e = {"kind": kind, "role": "op" if kind == "disk" else "call", "job": job, "node": node,
          "mpi_rank": -1 if rank is None else rank, "pid": pid, "uid": -1, "tid": tid, "func": func,
-         "callid": callid, "file": file, "offset": -1 if offset is None else offset, "bytes": nbytes,
+         "callid": callid, "file": file, "mpi_info": None,
+         "offset": -1 if offset is None else offset, "bytes": nbytes,
          "xfer": extra.pop("xfer", -1), "ret": ret, "t_start": T0 + t, "t_end": T0 + t + dur,
          "coll_seq": extra.pop("coll_seq", 0), "server": extra.pop("server", None), "reason": None,
          "dropped": 0}
@@ -67,8 +68,8 @@ def ev(kind, job, node, rank, pid, tid, func, callid, file, offset, nbytes, ret,
 
 def drop(node, pid, job, rank, reason, count, t_start, t_end, tid):
     return {"kind": "drop", "role": "drop", "job": job, "node": node, "mpi_rank": rank, "pid": pid,
-            "uid": -1, "tid": tid, "func": None, "callid": None, "file": None, "offset": -1,
-            "bytes": 0, "xfer": -1, "ret": 0, "t_start": t_start, "t_end": t_end, "coll_seq": 0,
+            "uid": -1, "tid": tid, "func": None, "callid": None, "file": None, "mpi_info": None,
+            "offset": -1, "bytes": 0, "xfer": -1, "ret": 0, "t_start": t_start, "t_end": t_end, "coll_seq": 0,
             "server": None, "reason": reason, "dropped": count}
 
 

@@ -371,14 +371,16 @@ static int parse_info(const char *text, MPI_Info *info)
 {
     int amode = -1;
     *info = MPI_INFO_NULL;
-    for (const char *p = text ? text : ""; *p;) {
+    for (const char *p = text ? text : "", *first = p; *p;) {
+        int at_start = p == first;
         char key[MPI_MAX_INFO_KEY + 1], value[MPI_MAX_INFO_VAL + 1] = "";
         p = text_part(p, "=;", key, sizeof key);
         if (*p == '=')
             p = text_part(p + 1, ";", value, sizeof value);
         if (*p == ';')
             p++;
-        if (strcmp(key, "amode") == 0) {
+        /* The mode comes first; a hint the program named "amode" is a hint. */
+        if (at_start && strcmp(key, "amode") == 0) {
             amode = 0;
             for (char *name = strtok(value, "|"); name; name = strtok(NULL, "|"))
                 for (size_t i = 0; i < IOT_N_AMODE_NAMES; i++)

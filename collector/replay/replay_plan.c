@@ -489,8 +489,10 @@ static int assign_comms(struct rp_plan *p)
             while (k < n && ids[k].id != o->offset)
                 k++;
             if (k == n) {
-                if (iot_grow((void **)&ids, &cap, n + 1, sizeof *ids, 8) < 0)
+                if (iot_grow((void **)&ids, &cap, n + 1, sizeof *ids, 8) < 0) {
+                    free(ids);
                     return -1;
+                }
                 ids[n++] = (__typeof__(*ids)){o->offset, o->bytes};
             }
             o->handle = (uint32_t)(p->n_handles + k);
@@ -572,8 +574,10 @@ static int settle_messages(struct rp_plan *p)
                 continue;
             }
             int recv = o->func == IOT_F_MPIIO_MPI_Recv || o->func == IOT_F_MPIIO_MPI_Irecv;
-            if (iot_grow((void **)&keys, &cap, n + 1, sizeof *keys, 64) < 0)
+            if (iot_grow((void **)&keys, &cap, n + 1, sizeof *keys, 64) < 0) {
+                free(keys);
                 return -1;
+            }
             keys[n++] = (struct msg_key){o->offset, recv ? (uint32_t)o->xfer : r,
                                          recv ? r : (uint32_t)o->xfer, o->coll_seq, recv, o};
         }
@@ -679,8 +683,10 @@ static int settle_collectives(struct rp_plan *p)
             struct rp_class c = rp_classify(o->func);
             if (!c.collective || c.end || c.completion)
                 continue;
-            if (iot_grow((void **)&keys, &cap, n + 1, sizeof *keys, 256) < 0)
+            if (iot_grow((void **)&keys, &cap, n + 1, sizeof *keys, 256) < 0) {
+                free(keys);
                 return -1;
+            }
             keys[n++] = (struct coll_key){{o->handle, o->coll_seq, r}, o->offset, o};
         }
     if (n) /* qsort wants an array, even of nothing */

@@ -34,8 +34,8 @@ def as_nobody(cmd, env=None):
     return subprocess.run(NOBODY + cmd, capture_output=True, text=True, timeout=60, env=env)
 
 
-def stop_agent(dep):
-    dep.agent.send_signal(signal.SIGTERM)
+def stop_agent(dep, sig=signal.SIGTERM):
+    dep.agent.send_signal(sig)
     dep.agent.wait(timeout=30)
 
 
@@ -51,7 +51,9 @@ def main():
         box = dep.sock + ".dropbox"
         st = os.stat(box)
         assert st.st_mode & 0o7777 == 0o1733 and st.st_uid == 0, f"drop box {st.st_mode:o} uid {st.st_uid}"
-        stop_agent(dep)
+        # Killed: its socket file stays, and vouches for the drop box (a
+        # stopped agent removes it, and processes then leave nothing there).
+        stop_agent(dep, signal.SIGKILL)
 
         # nobody's process ends with no agent: its batches go to the drop box.
         env = dict(os.environ, LD_PRELOAD=bins["preload_prefix"] + bins["client"],
@@ -110,7 +112,8 @@ def main():
               f"stored + dropped under uid 65534 exactly; {len(refused)} planted files refused "
               f"({', '.join(sorted(refused))}), a stale temporary file removed, a fresh one kept")
 
-        # A drop box of another user is not used.
+        # A drop box of another user is not used, by the agent nor by a
+        # process whose agent is down.
         os.unlink(os.path.join(box, ".fresh"))
         os.rmdir(box)
         os.mkdir(box)
@@ -120,7 +123,17 @@ def main():
         assert dep.agent.poll() is None, "the agent did not run"
         log = open(os.path.join(dep.tmp, "agent.log"), errors="replace").read()
         assert "belongs to uid 65534" in log and "running without a drop box" in log, log[-2000:]
-        print("ok: a drop box owned by nobody is not used; the agent runs without one")
+        stop_agent(dep, signal.SIGKILL)
+        r = as_nobody(["/usr/bin/python3", "-c", "open('/etc/os-release').read()"], env)
+        assert r.returncode == 0 and not os.listdir(box), (r.stderr, os.listdir(box))
+        assert re.search(r"[1-9]\d* lost with no batch left to count them", r.stderr), r.stderr
+        os.rmdir(box)
+        os.mkdir(box)
+        os.chmod(box, 0o1777)  # root's, but not the agent's mode: not used either
+        r = as_nobody(["/usr/bin/python3", "-c", "open('/etc/os-release').read()"], env)
+        assert r.returncode == 0 and not os.listdir(box), (r.stderr, os.listdir(box))
+        print("ok: a drop box owned by nobody is not used, by the agent nor by a process; "
+              "one with another mode is not used by a process")
     finally:
         dep.stop()
 

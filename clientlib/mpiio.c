@@ -1069,19 +1069,33 @@ static struct sync_comm *sync_comm_of(MPI_Comm comm)
 
 /* By its MPI_ name only: the barriers iotrace-replay adds, and those a tool
  * or the MPI library makes through PMPI_Barrier, are not the program's. */
-int MPI_Barrier(MPI_Comm comm)
+/* With IOTRACE_SYNC on and a call to record (not nested, an
+ * intracommunicator): its communicator, with the call begun; NULL: pass
+ * the call on. */
+static struct sync_comm *sync_begin(struct iot_mpi_call *c, unsigned func, MPI_Comm comm,
+                                    uint64_t bytes)
 {
-    NEXT(MPI_Barrier);
-    if (IOT_LIKELY(!iot_g.cfg.trace_sync))
-        return next_MPI_Barrier(comm);
     int on = iot_mpi_tracing();
     struct sync_comm *sc;
     if (!on || !(sc = sync_comm_of(comm)))
-        return next_MPI_Barrier(comm);
+        return NULL;
     set_up(on);
-    struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Barrier, .callid = new_callid(),
-                             .offset = sc->id, .bytes = sc->size, .coll_seq = ++sc->seq};
-    begin_scope(&c);
+    *c = (struct iot_mpi_call){.func = func, .callid = new_callid(), .offset = sc->id,
+                               .bytes = bytes};
+    if (func == IOT_F_MPIIO_MPI_Barrier) {
+        c->bytes = sc->size;
+        c->coll_seq = ++sc->seq;
+    }
+    begin_scope(c);
+    return sc;
+}
+
+int MPI_Barrier(MPI_Comm comm)
+{
+    NEXT(MPI_Barrier);
+    struct iot_mpi_call c;
+    if (IOT_LIKELY(!iot_g.cfg.trace_sync) || !sync_begin(&c, IOT_F_MPIIO_MPI_Barrier, comm, 0))
+        return next_MPI_Barrier(comm);
     int ret = next_MPI_Barrier(comm);
     uint64_t t1 = end_scope(&c);
     record(&c, t1, ret, 0);
@@ -1111,16 +1125,11 @@ int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, M
 {
     NEXT(MPI_Send);
     /* IOTRACE_SYNC first: off, a message costs one load and one test. */
-    if (IOT_LIKELY(!iot_g.cfg.trace_sync))
-        return next_MPI_Send(buf, count, type, dest, tag, comm);
-    int on = iot_mpi_tracing();
+    struct iot_mpi_call c;
     struct sync_comm *sc;
-    if (!on || dest < 0 || !(sc = sync_comm_of(comm)))
+    if (IOT_LIKELY(!iot_g.cfg.trace_sync) || dest < 0 ||
+        !(sc = sync_begin(&c, IOT_F_MPIIO_MPI_Send, comm, bytes_of(count, type))))
         return next_MPI_Send(buf, count, type, dest, tag, comm);
-    set_up(on);
-    struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Send, .callid = new_callid(),
-                             .offset = sc->id, .bytes = bytes_of(count, type)};
-    begin_scope(&c);
     int ret = next_MPI_Send(buf, count, type, dest, tag, comm);
     record_message(&c, sc, ret, dest, tag);
     return ret;
@@ -1130,19 +1139,14 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
              MPI_Status *status)
 {
     NEXT(MPI_Recv);
-    if (IOT_LIKELY(!iot_g.cfg.trace_sync))
-        return next_MPI_Recv(buf, count, type, source, tag, comm, status);
-    int on = iot_mpi_tracing();
+    struct iot_mpi_call c;
     struct sync_comm *sc;
-    if (!on || source == MPI_PROC_NULL || !(sc = sync_comm_of(comm)))
+    if (IOT_LIKELY(!iot_g.cfg.trace_sync) || source == MPI_PROC_NULL ||
+        !(sc = sync_begin(&c, IOT_F_MPIIO_MPI_Recv, comm, 0)))
         return next_MPI_Recv(buf, count, type, source, tag, comm, status);
-    set_up(on);
     MPI_Status local;
     if (status == MPI_STATUS_IGNORE)
         status = &local;
-    struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Recv, .callid = new_callid(),
-                             .offset = sc->id};
-    begin_scope(&c);
     int ret = next_MPI_Recv(buf, count, type, source, tag, comm, status);
     c.bytes = ret == MPI_SUCCESS ? xfer_of(ret, status) : 0;
     record_message(&c, sc, ret, ret == MPI_SUCCESS ? status->MPI_SOURCE : source,
@@ -1157,16 +1161,11 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
               MPI_Request *request)
 {
     NEXT(MPI_Isend);
-    if (IOT_LIKELY(!iot_g.cfg.trace_sync))
-        return next_MPI_Isend(buf, count, type, dest, tag, comm, request);
-    int on = iot_mpi_tracing();
+    struct iot_mpi_call c;
     struct sync_comm *sc;
-    if (!on || dest < 0 || !(sc = sync_comm_of(comm)))
+    if (IOT_LIKELY(!iot_g.cfg.trace_sync) || dest < 0 ||
+        !(sc = sync_begin(&c, IOT_F_MPIIO_MPI_Isend, comm, bytes_of(count, type))))
         return next_MPI_Isend(buf, count, type, dest, tag, comm, request);
-    set_up(on);
-    struct iot_mpi_call c = {.func = IOT_F_MPIIO_MPI_Isend, .callid = new_callid(),
-                             .offset = sc->id, .bytes = bytes_of(count, type)};
-    begin_scope(&c);
     int ret = next_MPI_Isend(buf, count, type, dest, tag, comm, request);
     record_message(&c, sc, ret, dest, tag);
     return ret;

@@ -355,6 +355,20 @@ static int first_sighting(uint64_t id)
     return first;
 }
 
+/* A name goes to the collector once per process, with the first batch
+ * after it was first seen. */
+static uint64_t queue_once(uint64_t id, const char *name, size_t len)
+{
+    if (first_sighting(id))
+        iot_sender_queue_name(id, name, len);
+    return id;
+}
+
+static uint64_t name_of(const char *name, size_t len)
+{
+    return queue_once(iot_file_id(name, len), name, len);
+}
+
 /* ROMIO accepts "ufs:/path"; the file system prefix is not part of the name. */
 static const char *strip_fs_prefix(const char *path)
 {
@@ -438,11 +452,7 @@ uint64_t iot_file_register(const char *path)
         return 0;
     if (!iot_path_traced(buf))
         return IOT_FILE_UNTRACED;
-    len = iot_path_name(buf, len, sizeof buf);
-    uint64_t id = iot_file_id(buf, len);
-    if (first_sighting(id))
-        iot_sender_queue_name(id, buf, len);
-    return id;
+    return name_of(buf, iot_path_name(buf, len, sizeof buf));
 }
 
 /* A storage server's object names are paths inside its storage (or
@@ -455,21 +465,13 @@ uint64_t iot_object_register(const char *name)
     size_t len = strnlen(name, sizeof buf - 1);
     memcpy(buf, name, len);
     buf[len] = '\0';
-    len = iot_path_name(buf, len, sizeof buf);
-    uint64_t id = iot_file_id(buf, len);
-    if (first_sighting(id))
-        iot_sender_queue_name(id, buf, len);
-    return id;
+    return name_of(buf, iot_path_name(buf, len, sizeof buf));
 }
 
 uint64_t iot_text_register(const char *text, size_t len)
 {
     uint64_t id = iot_file_id(text, len) >> 1;
-    if (!id)
-        id = 1;
-    if (first_sighting(id))
-        iot_sender_queue_name(id, text, len);
-    return id;
+    return queue_once(id ? id : 1, text, len);
 }
 
 /* ---- descriptors ------------------------------------------------------ */

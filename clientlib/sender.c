@@ -236,7 +236,6 @@ static void fill_disk(iot_body *body, Iotrace__DiskEvents *de)
     de->func = s.d.func, de->tid = s.d.tid, de->job = s.d.job, de->callid = s.d.callid;
     de->file = s.d.file, de->offset = s.d.offset, de->bytes = s.d.bytes;
     de->t_start = s.d.t_start, de->duration = s.d.duration, de->ret = s.d.ret;
-    iot_wire_delta_encode(s.d.t_start, s.n_disk);
     body->disk = de;
     body->n_jobs = s.n_jobs;
     body->jobs = s.job_ptrs;
@@ -257,8 +256,6 @@ static void fill_body(iot_body *body, Iotrace__MpiioEvents *me, Iotrace__PosixEv
     pe->func = s.p.func, pe->tid = s.p.tid, pe->callid = s.p.callid, pe->file = s.p.file;
     pe->offset = s.p.offset, pe->bytes = s.p.bytes, pe->t_start = s.p.t_start;
     pe->duration = s.p.duration, pe->ret = s.p.ret;
-    iot_wire_delta_encode(s.m.t_start, s.n_mpiio);
-    iot_wire_delta_encode(s.p.t_start, s.n_posix);
     body->mpiio = s.n_mpiio ? me : NULL;
     fill_disk(body, de);
     body->posix = s.n_posix ? pe : NULL;

@@ -24,7 +24,8 @@
 #define IOT_DROPBOX_MAX_FILE (16u << 20)
 
 #define IOT_WIRE_MAGIC 0x52544f49u /* "IOTR" read as little-endian u32 */
-#define IOT_WIRE_VERSION 1u
+#define IOT_WIRE_VERSION 2u     /* what this build writes (column coding, below) */
+#define IOT_WIRE_VERSION_MIN 1u /* the oldest it reads: stores written since 2026 */
 #define IOT_WIRE_MAX_BATCH (64u << 20) /* largest encoded batch accepted */
 #define IOT_WIRE_MAX_RAW (256u << 20)  /* largest uncompressed body accepted */
 
@@ -47,7 +48,9 @@ uint8_t *iot_wire_body_pack_new(const iot_body *body, size_t max, size_t *len);
  * disk-event job indices fall inside the job dictionary. */
 int iot_wire_check_body(const iot_body *body, char *err, size_t errlen);
 
-/* Encodes `body` (LZ4-compressed) into a batch.  On success returns 0 and a
+/* Encodes `body` (its columns coded by iot_wire_code_columns, then
+ * LZ4-compressed) into a batch.  The columns are coded in place while they
+ * are packed and restored before it returns.  On success returns 0 and a
  * malloc'ed buffer in *out that the caller frees. */
 int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
                     const iot_body *body, uint8_t **out, size_t *out_len, char *err,
@@ -72,6 +75,14 @@ void iot_wire_free_body(iot_body *body);
 /* t_start columns are delta coded; these convert in place. */
 void iot_wire_delta_encode(int64_t *values, size_t n);
 void iot_wire_delta_decode(int64_t *values, size_t n);
+
+/* The event columns as a batch of IOT_WIRE_VERSION carries them
+ * (docs/wire-format.md, "Column coding"), in place; the columns of each
+ * table must have equal lengths (iot_wire_check_body).  iot_wire_encode
+ * codes, iot_wire_body decodes, by the batch's version: a reader never
+ * sees coded values. */
+void iot_wire_code_columns(const iot_body *body);
+void iot_wire_uncode_columns(const iot_body *body, uint32_t version);
 
 /* CRC-32 (zlib polynomial) as used by batches and the collector's store. */
 uint32_t iot_wire_crc32(const uint8_t *data, size_t len);

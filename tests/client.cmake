@@ -49,6 +49,8 @@ set_tests_properties(client.dropbox PROPERTIES SKIP_RETURN_CODE 77)
 # Benchmarks (not tests): deploy/bench.sh runs them.
 add_executable(bench_client ${IOTRACE_TEST_DIR}/bench/bench_client.c)
 target_link_libraries(bench_client PRIVATE MPI::MPI_C)
+add_executable(bench_ior ${IOTRACE_TEST_DIR}/bench/bench_ior.c)
+target_link_libraries(bench_ior PRIVATE MPI::MPI_C)
 
 # Next to another tool: a Darshan-like interposer, built for this test only.
 add_library(fake_darshan SHARED ${IOTRACE_TEST_DIR}/tools/fake_darshan.c)

@@ -395,7 +395,6 @@ static int emit(struct reader *r, struct xp_event *ev)
 
 static int read_mpiio(struct reader *r, uint32_t prod, const Iotrace__MpiioEvents *t)
 {
-    iot_wire_delta_decode(t->t_start, t->n_t_start);
     for (size_t i = 0; i < t->n_func; i++) {
         struct xp_event ev = {
             .kind = XP_MPIIO, .producer = prod, .job = r->d->producers[prod].job,
@@ -412,7 +411,6 @@ static int read_mpiio(struct reader *r, uint32_t prod, const Iotrace__MpiioEvent
 
 static int read_posix(struct reader *r, uint32_t prod, const Iotrace__PosixEvents *t)
 {
-    iot_wire_delta_decode(t->t_start, t->n_t_start);
     for (size_t i = 0; i < t->n_func; i++) {
         struct xp_event ev = {
             .kind = XP_POSIX, .producer = prod, .job = r->d->producers[prod].job,
@@ -443,7 +441,6 @@ static int read_disk(struct reader *r, uint32_t prod, const iot_body *body)
         free(jobs);
         return iot_fail(r->err, r->errlen, "out of memory");
     }
-    iot_wire_delta_decode(t->t_start, t->n_t_start);
     int rc = 0;
     for (size_t i = 0; i < t->n_func && rc == 0; i++) {
         struct xp_event ev = {
@@ -523,7 +520,6 @@ static void read_made(struct xp_producer *p, const iot_batch *b, const iot_body 
     made_epoch(p, b);
     if (b->seq >= p->next_seq) {
         if (p->made != UINT64_MAX && before > p->made) {
-            /* Still delta coded: a column's first value is a time. */
             if (!p->lost)
                 p->lost_t = body->mpiio && body->mpiio->n_t_start ? body->mpiio->t_start[0]
                             : body->posix && body->posix->n_t_start ? body->posix->t_start[0]

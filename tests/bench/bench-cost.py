@@ -59,14 +59,15 @@ def status(hport):
 
 
 class Stack:
-    def __init__(self, build, work, wrap=lambda name: []):
+    def __init__(self, build, work, wrap=lambda name: [], extra=()):
         self.work = work
+        self.analysis = "off" not in extra
         port, self.hport = free_port(), free_port()
         self.sock = os.path.join(work, "agent.sock")
         self.collector = subprocess.Popen(
             [*wrap("collector"), f"{build}/collector/iotrace-collector", "--listen",
              f"tcp://127.0.0.1:{port}", "--store", os.path.join(work, "store"), "--http",
-             f"127.0.0.1:{self.hport}", "--log-level", "warn", "--job-idle", "1000"],
+             f"127.0.0.1:{self.hport}", "--log-level", "warn", "--job-idle", "1000", *extra],
             stderr=open(os.path.join(work, "c.log"), "w"))
         self.agent = subprocess.Popen(
             [*wrap("agent"), f"{build}/agent/iotrace-agent", "--collector",
@@ -82,15 +83,31 @@ class Stack:
         """Waits until everything sent is stored and analysed and the job is
         finished (--job-idle 1 s: its final statistics computed); its status."""
         deadline, last = time.time() + timeout, None
+        if not self.analysis:
+            return self.quiet_store(deadline)
         while time.time() < deadline:
             st = status(self.hport)
             key = (st["events_stored"], st["analysis_batches"])
-            if (st["analysis_batches"] >= st["batches_stored"] and st["jobs_running"] == 0
-                    and key == last):
+            done = (st["analysis_batches"] >= st["batches_stored"] and st["jobs_running"] == 0
+                    if self.analysis else True)
+            if done and key == last:
                 return st
             last = key
             time.sleep(0.5)
         raise RuntimeError("the collector did not settle")
+
+    def quiet_store(self, deadline):
+        """Without the analysis (and so without HTTP): waits until the store
+        has not grown for 1.5 s; its size."""
+        last, quiet = None, 0
+        while time.time() < deadline:
+            size = sum(os.path.getsize(f) for f in glob.glob(os.path.join(self.work, "store", "*")))
+            quiet = quiet + 1 if size == last else 0
+            if quiet == 3:
+                return {"bytes_stored": size}
+            last = size
+            time.sleep(0.5)
+        raise RuntimeError("the store did not settle")
 
     def stop(self):
         for p in (self.agent, self.collector):

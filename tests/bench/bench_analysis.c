@@ -362,9 +362,6 @@ static void fill_tables(struct writer *w, iot_body *body, Iotrace__MpiioEvents *
                         Iotrace__PosixEvents *p, Iotrace__DiskEvents *k)
 {
     struct columns *a = &w->m, *x = &w->p, *d = &w->k;
-    iot_wire_delta_encode(a->t, a->n);
-    iot_wire_delta_encode(x->t, x->n);
-    iot_wire_delta_encode(d->t, d->n);
     m->n_func = m->n_tid = m->n_callid = m->n_file = m->n_offset = m->n_bytes = a->n;
     m->n_xfer = m->n_t_start = m->n_duration = m->n_ret = m->n_coll_seq = a->n;
     m->func = a->func, m->tid = a->tid, m->callid = a->callid, m->file = a->file;

@@ -14,8 +14,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         iot_body *body = iot_wire_body(b, err, sizeof err);
         if (body) {
             (void)iot_wire_event_count(body);
-            if (body->mpiio)
-                iot_wire_delta_decode(body->mpiio->t_start, body->mpiio->n_t_start);
         }
         iot_wire_free_body(body);
         iot_wire_free_batch(b);

@@ -181,8 +181,6 @@ static int build_batch(struct producer *p, uint8_t **out, size_t *len)
     for (size_t i = 0; i < n_m; i++)
         fill_event(p, i, i < n_p);
     struct columns *c = &p->c;
-    iot_wire_delta_encode(c->m_start, n_m);
-    iot_wire_delta_encode(c->p_start, n_p);
 
     Iotrace__MpiioEvents m = IOTRACE__MPIIO_EVENTS__INIT;
     m.n_func = m.n_tid = m.n_callid = m.n_file = m.n_offset = m.n_bytes = m.n_xfer =

@@ -130,7 +130,6 @@ static struct blob batch_a0(void)
     m.func = m_func, m.tid = m_tid, m.callid = m_callid, m.file = m_file, m.offset = m_off;
     m.bytes = m_bytes, m.xfer = m_xfer, m.t_start = m_t, m.duration = m_dur, m.ret = m_ret;
     m.coll_seq = m_coll;
-    iot_wire_delta_encode(m_t, 2);
 
     uint32_t p_func[] = {141, 144}, p_tid[] = {1001, 1002};
     uint64_t p_callid[] = {1, 0}, p_file[] = {0x1111, 0x2222}, p_bytes[] = {4096, 100};
@@ -141,7 +140,6 @@ static struct blob batch_a0(void)
     x.n_t_start = x.n_duration = x.n_ret = 2;
     x.func = p_func, x.tid = p_tid, x.callid = p_callid, x.file = p_file, x.offset = p_off;
     x.bytes = p_bytes, x.t_start = p_t, x.duration = p_dur, x.ret = p_ret;
-    iot_wire_delta_encode(p_t, 2);
 
     iot_body body = IOTRACE__BODY__INIT;
     body.n_files = 1, body.files = files, body.mpiio = &m, body.posix = &x;
@@ -210,7 +208,6 @@ static struct blob batch_c0(void)
     k.n_t_start = k.n_duration = k.n_ret = 3;
     k.func = func, k.tid = tid, k.job = job, k.callid = callid, k.file = file, k.offset = off;
     k.bytes = bytes, k.t_start = t, k.duration = dur, k.ret = ret;
-    iot_wire_delta_encode(t, 3);
     iot_body body = IOTRACE__BODY__INIT;
     body.n_files = 1, body.files = files, body.disk = &k, body.n_jobs = 3, body.jobs = jobs;
     iot_producer p = prod_c();
@@ -381,11 +378,11 @@ static void send_damaged(void *sock, struct blob a0, struct blob a1)
     roundtrip(sock, "flipped byte", flipped, KEY_A, 0xA1, 1, IOT_ACK_REJECTED, "checksum");
     free(flipped.data);
 
-    struct blob v2 = copy_blob(a0);
-    check(v2.data[5] == 0x10 && v2.data[6] == 0x01, "unexpected envelope layout");
-    v2.data[6] = 0x02;
-    roundtrip(sock, "wrong version", v2, KEY_A, 0xA1, 0, IOT_ACK_REJECTED, "version 2");
-    free(v2.data);
+    struct blob v3 = copy_blob(a0);
+    check(v3.data[5] == 0x10 && v3.data[6] == IOT_WIRE_VERSION, "unexpected envelope layout");
+    v3.data[6] = IOT_WIRE_VERSION + 1;
+    roundtrip(sock, "wrong version", v3, KEY_A, 0xA1, 0, IOT_ACK_REJECTED, "version 3");
+    free(v3.data);
 
     struct blob text = {(uint8_t *)"hello world", 11};
     roundtrip(sock, "not a batch", text, "", 0, 0, IOT_ACK_REJECTED, "magic");
@@ -518,7 +515,6 @@ static void mpiio_cols(const struct mrow *r, size_t n, int64_t node_off, uint32_
         c->t[i] = local_time(r[i].t_us, node_off), c->dur[i] = (uint64_t)(r[i].dur_us * US);
         c->ret[i] = 0, c->coll[i] = r[i].coll;
     }
-    iot_wire_delta_encode(c->t, n);
     m->n_func = m->n_tid = m->n_callid = m->n_file = m->n_offset = m->n_bytes = m->n_xfer = n;
     m->n_t_start = m->n_duration = m->n_ret = m->n_coll_seq = n;
     m->func = c->func, m->tid = c->tid, m->callid = c->callid, m->file = c->file;
@@ -535,7 +531,6 @@ static void disk_cols(const struct drow *r, size_t n, int64_t node_off, struct c
         c->bytes[i] = r[i].bytes, c->ret64[i] = (int64_t)r[i].bytes;
         c->t[i] = local_time(r[i].t_us, node_off), c->dur[i] = (uint64_t)(r[i].dur_us * US);
     }
-    iot_wire_delta_encode(c->t, n);
     k->n_func = k->n_tid = k->n_job = k->n_callid = k->n_file = k->n_offset = k->n_bytes = n;
     k->n_t_start = k->n_duration = k->n_ret = n;
     k->func = c->func, k->tid = c->tid, k->job = c->job, k->callid = c->callid;

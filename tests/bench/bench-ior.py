@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""IOR-like MPI-IO bandwidth with and without tracing, and the bytes stored.
+
+    bench-ior.py BUILD_DIR [--np 2] [--rounds K] [--dir DIR] [--busy]
+                 [--analysis on|off] [--sizes 4096,1048576] [--mib-per-rank M]
+
+A real collector (live analysis on unless --analysis off, HTTP on loopback)
+and a real agent run on this machine for the whole benchmark, beside the
+ranks: with --np equal to the cores, every core has a rank and the daemons
+take their CPU from the ranks, as on a fully busy compute node.  For each
+transfer size and each mode (independent MPI_File_write_at/read_at,
+collective ..._at_all), each round runs tests/bench_ior under `mpiexec -n
+NP` once untraced and once with libiotrace-client preloaded, alternating
+which goes first; bench_ior writes then reads back (and checks) M MiB per
+rank in a shared file in DIR, three repetitions, IOR's segmented layout, and
+times each phase from a barrier before the open to one after the close.
+
+Per size, mode and direction it prints the median over rounds of the
+bandwidth ratio traced / untraced (each round's pair: the medians of its
+repetitions), the events stored, the bytes the store grew by per stored
+event, and the events dropped anywhere (the jobs' drop records, as the
+collector counts them).  Targets (issue "tracing that costs less than
+Darshan"): 4 KiB ratio >= 0.92, 1 MiB >= 0.99, <= 6 stored bytes per event,
+no drop.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("bench_cost", os.path.join(HERE, "bench-cost.py"))
+bench_cost = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_cost)
+
+
+def get(port, path):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as r:
+        return json.loads(r.read())
+
+
+def job_account(build, stack, job):
+    """The job's stored events and the events its drop records count: as the
+    live analysis has them, or (analysis off) as iotrace-export reads them
+    from the store."""
+    if stack.analysis:
+        jobs = {j["job"]: j for j in get(stack.hport, "/api/v1/jobs")["jobs"]}
+        return jobs[job]["events"], jobs[job]["dropped_events"]
+    r = subprocess.run([f"{build}/collector/iotrace-export", "--store",
+                        os.path.join(stack.work, "store"), "--job", job, "--list-jobs"],
+                       capture_output=True, text=True, timeout=600)
+    fields = dict(f.split("=", 1) for f in r.stdout.split()[1:] if "=" in f)
+    return int(fields["events"]), int(fields["dropped"])
+
+
+def run_ior(build, args, path, xfer, mode, traced, sock, job):
+    block = min(args.mib_per_rank << 20, 32 << 20)
+    segments = max(1, (args.mib_per_rank << 20) // block)
+    env = dict(os.environ)
+    if traced:
+        env.update(LD_PRELOAD=f"{build}/clientlib/libiotrace-client.so",
+                   IOTRACE_AGENT="ipc://" + sock, IOTRACE_JOB_ID=job)
+    r = subprocess.run(["mpiexec", "-n", str(args.np), f"{build}/tests/bench_ior", path,
+                        str(xfer), str(block), str(segments), mode, "3"],
+                       env=env, capture_output=True, text=True, timeout=3600)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench_ior failed ({r.returncode}): {r.stderr}")
+    out = {"write": [], "read": []}
+    for line in r.stdout.splitlines():
+        kind, mibs, _secs, _calls = line.split()
+        out[kind].append(float(mibs))
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("build")
+    ap.add_argument("--np", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--dir", default=None, help="where the shared file goes (default: a "
+                    "directory under /tmp)")
+    ap.add_argument("--busy", action="store_true", help="keep one core busy with another process")
+    ap.add_argument("--analysis", choices=("on", "off"), default="on")
+    ap.add_argument("--sizes", default="4096,1048576")
+    ap.add_argument("--mib-per-rank", type=int, default=256)
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    work = tempfile.mkdtemp(prefix="iotrace-bench-ior-", dir="/dev/shm")
+    data = tempfile.mkdtemp(prefix="iotrace-bench-ior-", dir=args.dir or "/tmp")
+    extra = [] if args.analysis == "on" else ["--analysis", "off", "--http", "off"]
+    stack = bench_cost.Stack(build, work, extra=extra)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
+    print(f"np={args.np}, {args.mib_per_rank} MiB per rank per phase, live analysis "
+          f"{args.analysis}, load {os.getloadavg()[0]:.2f}" + (", one core kept busy" if busy else ""),
+          flush=True)
+    failed = False
+    try:
+        stack.settled()
+        for xfer in (int(x) for x in args.sizes.split(",")):
+            for mode in ("indep", "coll"):
+                ratios = {"write": [], "read": []}
+                events = stored = dropped = 0
+                for r in range(args.rounds):
+                    res = {}
+                    for traced in ((False, True) if r % 2 == 0 else (True, False)):
+                        job = f"ior-{xfer}-{mode}-{r}"
+                        st0 = stack.settled()
+                        res[traced] = run_ior(build, args, os.path.join(data, "f"), xfer, mode,
+                                              traced, stack.sock, job)
+                        if traced:
+                            st1 = stack.settled()
+                            n, d = job_account(build, stack, job)
+                            events += n
+                            dropped += d
+                            stored += st1["bytes_stored"] - st0["bytes_stored"]
+                    for k in ratios:
+                        ratios[k].append(res[True][k] / res[False][k])
+                    print(f"  {xfer} B {mode} round {r + 1}: write {res[False]['write']:.0f} -> "
+                          f"{res[True]['write']:.0f} MiB/s, read {res[False]['read']:.0f} -> "
+                          f"{res[True]['read']:.0f} MiB/s", flush=True)
+                print(f"{xfer} B {mode}: bandwidth ratio traced/untraced, median of {args.rounds} "
+                      f"rounds: write {statistics.median(ratios['write']):.3f} "
+                      f"({min(ratios['write']):.3f}-{max(ratios['write']):.3f}), read "
+                      f"{statistics.median(ratios['read']):.3f} ({min(ratios['read']):.3f}-"
+                      f"{max(ratios['read']):.3f}); {events} events stored, "
+                      f"{stored / max(events, 1):.2f} bytes stored per event, {dropped} dropped",
+                      flush=True)
+                failed |= dropped > 0
+    finally:
+        if busy:
+            busy.kill()
+        stack.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(data, ignore_errors=True)
+    print(f"load at the end {os.getloadavg()[0]:.2f}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -122,6 +122,7 @@ struct iot_config {
     uint64_t flush_ms;
     uint64_t linger_ms;
     uint64_t send_queue;
+    int sender_policy; /* IOTRACE_SENDER_SCHED: the library threads' SCHED_ policy */
 };
 
 /* iot_g.mpiio_on.  READY lets the MPI-IO wrappers skip, with the same test,

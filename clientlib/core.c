@@ -2,6 +2,7 @@
  * environment, per-thread rings, file and descriptor tables, fork and exit. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -53,6 +54,23 @@ static int env_flag(const char *name, int dflt)
              strcasecmp(s, "off") == 0);
 }
 
+/* The library's own threads (the sender and ZeroMQ's I/O thread) under
+ * SCHED_BATCH by default: the kernel then never preempts an application
+ * thread to run them when they wake, they take their turn instead
+ * (docs/performance.md, "A fully busy node"). */
+static int env_policy(const char *name)
+{
+    const char *s = getenv(name);
+    if (!s || !*s || strcmp(s, "batch") == 0)
+        return SCHED_BATCH;
+    if (strcmp(s, "normal") == 0)
+        return SCHED_OTHER;
+    if (strcmp(s, "idle") == 0)
+        return SCHED_IDLE;
+    iot_debug_log("ignoring %s=%s (expected batch, normal or idle)", name, s);
+    return SCHED_BATCH;
+}
+
 static uint64_t round_pow2(uint64_t v)
 {
     uint64_t p = 1;
@@ -80,6 +98,7 @@ static void read_config(struct iot_config *c)
     c->flush_ms = env_u64("IOTRACE_FLUSH_MS", 50, 1, 60000);
     c->linger_ms = env_u64("IOTRACE_LINGER_MS", 1000, 0, 600000);
     c->send_queue = env_u64("IOTRACE_SEND_QUEUE", 64, 1, 100000);
+    c->sender_policy = env_policy("IOTRACE_SENDER_SCHED");
     iot_paths_configure();
 }
 

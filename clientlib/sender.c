@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -562,6 +563,8 @@ static void open_socket(void)
         return;
     zmq_ctx_set(s.zctx, ZMQ_IO_THREADS, 1);
     zmq_ctx_set(s.zctx, ZMQ_BLOCKY, 0);
+    if (iot_g.cfg.sender_policy != SCHED_OTHER)
+        zmq_ctx_set(s.zctx, ZMQ_THREAD_SCHED_POLICY, iot_g.cfg.sender_policy);
     s.zsock = zmq_socket(s.zctx, ZMQ_PUSH);
     if (!s.zsock)
         return;
@@ -627,6 +630,9 @@ static void *sender_main(void *arg)
 {
     (void)arg;
     iot_t.internal = 1; /* never record the sender's own I/O */
+    struct sched_param none = {0};
+    if (iot_g.cfg.sender_policy != SCHED_OTHER)
+        pthread_setschedparam(pthread_self(), iot_g.cfg.sender_policy, &none);
     open_socket();
     await_connection(500);
     if (!s.zsock)

@@ -219,11 +219,8 @@ int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
 {
     if (iot_wire_check_body(body, err, errlen) < 0)
         return -1;
-    /* Coded only while packed: the caller's columns come back as they were. */
-    iot_wire_code_columns(body);
     size_t raw_len;
     uint8_t *raw = iot_wire_body_pack_new(body, IOT_WIRE_MAX_RAW, &raw_len);
-    iot_wire_uncode_columns(body, IOT_WIRE_VERSION);
     if (!raw && raw_len == 0)
         return iot_fail(err, errlen, "refusing to encode an empty batch");
     if (!raw && raw_len > IOT_WIRE_MAX_RAW)
@@ -471,132 +468,6 @@ void iot_wire_delta_decode(int64_t *v, size_t n)
         acc = (int64_t)((uint64_t)acc + (uint64_t)v[i]);
         v[i] = acc;
     }
-}
-
-/* ---- column coding ------------------------------------------------------
- *
- * Version 2 carries the columns that follow a pattern as their distance
- * from it, so that the common case is a one-byte varint of 0 or 1 that LZ4
- * then all but removes (docs/wire-format.md, "Column coding").  Every step
- * wraps modulo 2^64 (2^32), so any column round-trips exactly, pattern or
- * not.  Unsigned columns carry a signed difference zig-zag coded. */
-
-static inline uint64_t zz64(uint64_t d)
-{
-    return d << 1 ^ (uint64_t)-(int64_t)(d >> 63);
-}
-
-static inline uint64_t unzz64(uint64_t v)
-{
-    return v >> 1 ^ (uint64_t) - (int64_t)(v & 1);
-}
-
-static void code_delta_u64(uint64_t *v, size_t n, int decode)
-{
-    uint64_t prev = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (decode) {
-            v[i] = prev += unzz64(v[i]);
-        } else {
-            uint64_t cur = v[i];
-            v[i] = zz64(cur - prev);
-            prev = cur;
-        }
-    }
-}
-
-static void code_delta_u32(uint32_t *v, size_t n, int decode)
-{
-    uint32_t prev = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (decode) {
-            uint32_t z = v[i];
-            v[i] = prev += z >> 1 ^ (uint32_t) - (int32_t)(z & 1);
-        } else {
-            uint32_t cur = v[i], d = cur - prev;
-            v[i] = d << 1 ^ (uint32_t) - (int32_t)(d >> 31);
-            prev = cur;
-        }
-    }
-}
-
-/* An offset against where the previous record of the column ended: 0 for
- * a run of sequential transfers. */
-static void code_offset(int64_t *off, const uint64_t *bytes, size_t n, int decode)
-{
-    uint64_t expect = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t cur = decode ? (uint64_t)off[i] + expect : (uint64_t)off[i];
-        off[i] = (int64_t)(decode ? cur : cur - expect);
-        expect = cur + bytes[i];
-    }
-}
-
-/* A return value against the bytes asked for: 0 for a complete read or
- * write. */
-static void code_ret(int64_t *ret, const uint64_t *bytes, size_t n, int decode)
-{
-    for (size_t i = 0; i < n; i++)
-        ret[i] = (int64_t)(decode ? (uint64_t)ret[i] + bytes[i] : (uint64_t)ret[i] - bytes[i]);
-}
-
-static void code_times(int64_t *t, size_t n, int decode)
-{
-    decode ? iot_wire_delta_decode(t, n) : iot_wire_delta_encode(t, n);
-}
-
-/* POSIX and disk tables have the same coded columns. */
-static void code_calls(size_t n, uint32_t *tid, uint64_t *callid, int64_t *offset,
-                       const uint64_t *bytes, int64_t *t_start, int64_t *ret, int decode)
-{
-    code_delta_u32(tid, n, decode);
-    code_delta_u64(callid, n, decode);
-    code_offset(offset, bytes, n, decode);
-    code_times(t_start, n, decode);
-    code_ret(ret, bytes, n, decode);
-}
-
-/* The same steps both ways; decoding undoes them in the reverse order of
- * their dependencies (offset and ret need `bytes`, which is never coded). */
-static void code_columns(const iot_body *b, int decode)
-{
-    Iotrace__MpiioEvents *m = b->mpiio;
-    if (m) {
-        size_t n = m->n_func;
-        code_delta_u32(m->tid, n, decode);
-        code_delta_u64(m->callid, n, decode);
-        code_offset(m->offset, m->bytes, n, decode);
-        for (size_t i = 0; i < n; i++) /* bytes transferred against asked for */
-            m->xfer[i] = m->bytes[i] - m->xfer[i];
-        code_times(m->t_start, n, decode);
-        code_delta_u64(m->coll_seq, n, decode);
-    }
-    if (b->posix)
-        code_calls(b->posix->n_func, b->posix->tid, b->posix->callid, b->posix->offset,
-                   b->posix->bytes, b->posix->t_start, b->posix->ret, decode);
-    if (b->disk)
-        code_calls(b->disk->n_func, b->disk->tid, b->disk->callid, b->disk->offset,
-                   b->disk->bytes, b->disk->t_start, b->disk->ret, decode);
-}
-
-void iot_wire_code_columns(const iot_body *b)
-{
-    code_columns(b, 0);
-}
-
-void iot_wire_uncode_columns(const iot_body *b, uint32_t version)
-{
-    if (version >= 2) {
-        code_columns(b, 1);
-        return;
-    }
-    /* Version 1 coded the times only. */
-    if (b->mpiio)
-        iot_wire_delta_decode(b->mpiio->t_start, b->mpiio->n_t_start);
-    if (b->posix)
-        iot_wire_delta_decode(b->posix->t_start, b->posix->n_t_start);
-    if (b->disk)
-        iot_wire_delta_decode(b->disk->t_start, b->disk->n_t_start);
 }
 
 int iot_wire_producer_key(const iot_producer *p, const Iotrace__Sender *sender, char *buf,

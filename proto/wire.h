@@ -36,12 +36,12 @@ typedef Iotrace__Producer iot_producer;
 /* Events, drop records and clock records in a body: what event_count counts. */
 size_t iot_wire_event_count(const iot_body *body);
 
-/* The body's protobuf encoding, the bytes protobuf_c_message_pack() gives,
- * with the event tables packed by a specialised loop (wire_pack.c). */
-size_t iot_wire_body_size(const iot_body *body);
-size_t iot_wire_body_pack(const iot_body *body, uint8_t *out);
-/* Both at once into a new buffer; NULL with *len set when the body is
- * empty, larger than max, or memory is short. */
+/* The body's protobuf encoding with its columns coded (the bytes
+ * protobuf_c_message_pack() gives for the body after
+ * iot_wire_code_columns()), the event tables written by loops specialised
+ * for each column (wire_pack.c), into a new buffer; the body is left as it
+ * was.  NULL with *len set when the body is empty, larger than max, or
+ * memory is short. */
 uint8_t *iot_wire_body_pack_new(const iot_body *body, size_t max, size_t *len);
 
 /* Checks that the columns of each event table have equal lengths and that

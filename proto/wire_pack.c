@@ -1,4 +1,5 @@
-/* Packing a batch body, byte for byte as protobuf_c_message_pack() would.
+/* Packing a batch body: the event columns coded against their patterns
+ * (docs/wire-format.md, "Column coding") and written in one pass.
  *
  * A body is mostly its event tables: messages of repeated packed scalar
  * columns.  protobuf-c packs those through its generic, descriptor-walking
@@ -6,37 +7,20 @@
  * about 350 instructions per event, more than half of a client's sender
  * thread (docs/performance.md, "Where the CPU of one event goes").  Here
  * the same descriptors say which columns a table has, and each column is
- * sized and written by a loop specialised for its type.  Everything else
- * in a body (file names, drops, clock samples, the job dictionary, agent
- * counters) is small and left to protobuf-c.  The test wire.pack checks the
- * bytes against protobuf-c's for random bodies. */
+ * coded and written by a loop specialised for its type and coding, straight
+ * into the output: a length prefix is written once its column is, and the
+ * column moved up to it, so no pass sizes the values first.  Everything
+ * else in a body (file names, drops, clock samples, the job dictionary,
+ * agent counters) is small and left to protobuf-c.  The bytes are those
+ * protobuf-c writes for the coded columns (the test wire.unit compares 400
+ * random bodies); iot_wire_code_columns() codes the same way in place, and
+ * iot_wire_uncode_columns() undoes it, from the same table of codings. */
 #include "wire.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_COLUMNS 16
-
-struct column_sizes {
-    size_t data[MAX_COLUMNS]; /* bytes of each column's values */
-    size_t total;             /* of the whole message: tags, lengths and values */
-};
-
-/* Bytes of a varint by its number of leading zero bits: a table lookup
- * costs a third of the division by 7 it replaces, once per value. */
-static const uint8_t varint_bytes[65] = {
-    10, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 5, 5, 5, 5,
-    5,  5, 5, 4, 4, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1};
-
-static inline size_t varint_size(uint64_t v)
-{
-    return varint_bytes[__builtin_clzll(v | 1)];
-}
-
-static inline uint64_t zigzag64(int64_t v)
-{
-    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-}
 
 static inline uint32_t zigzag32(int32_t v)
 {
@@ -82,95 +66,273 @@ static size_t count_of(const ProtobufCMessage *m, const ProtobufCFieldDescriptor
     return *(const size_t *)((const char *)m + f->quantifier_offset);
 }
 
-static const void *values_of(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f)
+static void *values_of(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f)
 {
-    return *(const void *const *)((const char *)m + f->offset);
+    return *(void *const *)((const char *)m + f->offset);
 }
 
-static size_t column_bytes(const ProtobufCFieldDescriptor *f, const void *v, size_t n)
+/* ---- the codings -------------------------------------------------------- */
+
+enum coding {
+    PLAIN,      /* as it is */
+    DELTA,      /* against the previous value (unsigned types: zig-zag) */
+    SEQ,        /* offset: against where the previous record ended */
+    LESS_BYTES, /* ret: minus bytes asked for */
+    BYTES_LESS, /* xfer: bytes asked for minus it */
+};
+
+/* Which columns are coded how: by name, the same in every table that has
+ * the column (names as data, so that a column added to a table later is
+ * coded like its namesakes or, if new, carried as it is). */
+static enum coding coding_of(const ProtobufCFieldDescriptor *f)
 {
-    size_t b = 0;
-    switch (f->type) {
-    case PROTOBUF_C_TYPE_UINT32:
+    static const struct {
+        const char *name;
+        enum coding how;
+        ProtobufCType type;
+    } rules[] = {
+        {"tid", DELTA, PROTOBUF_C_TYPE_UINT32},
+        {"callid", DELTA, PROTOBUF_C_TYPE_UINT64},
+        {"t_start", DELTA, PROTOBUF_C_TYPE_SINT64},
+        {"coll_seq", DELTA, PROTOBUF_C_TYPE_UINT64},
+        {"offset", SEQ, PROTOBUF_C_TYPE_SINT64},
+        {"ret", LESS_BYTES, PROTOBUF_C_TYPE_SINT64}, /* not MPI-IO's sint32 return code */
+        {"xfer", BYTES_LESS, PROTOBUF_C_TYPE_UINT64},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (f->type == rules[i].type && strcmp(f->name, rules[i].name) == 0)
+            return rules[i].how;
+    return PLAIN;
+}
+
+struct table_coding {
+    enum coding how[MAX_COLUMNS];
+    const uint64_t *bytes; /* the table's bytes column, which SEQ and the others need */
+};
+
+/* 0 when the table cannot be coded this way (more columns than expected,
+ * or a coding that needs a bytes column it lacks). */
+static int plan_coding(const ProtobufCMessage *m, struct table_coding *tc)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    if (d->n_fields > MAX_COLUMNS)
+        return 0;
+    tc->bytes = NULL;
+    for (unsigned i = 0; i < d->n_fields; i++)
+        if (d->fields[i].type == PROTOBUF_C_TYPE_UINT64 && !strcmp(d->fields[i].name, "bytes"))
+            tc->bytes = values_of(m, &d->fields[i]);
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        tc->how[i] = coding_of(&d->fields[i]);
+        if (tc->how[i] >= SEQ && !tc->bytes)
+            return 0;
+    }
+    return 1;
+}
+
+static inline uint64_t zz64(uint64_t d)
+{
+    return d << 1 ^ (uint64_t) - (int64_t)(d >> 63);
+}
+
+static inline uint64_t unzz64(uint64_t v)
+{
+    return v >> 1 ^ (uint64_t) - (int64_t)(v & 1);
+}
+
+static inline uint32_t zz32(uint32_t d)
+{
+    return d << 1 ^ (uint32_t) - (int32_t)(d >> 31);
+}
+
+static inline uint32_t unzz32(uint32_t v)
+{
+    return v >> 1 ^ (uint32_t) - (int32_t)(v & 1);
+}
+
+/* In place, both ways.  A sint64 column holds its coded value as a signed
+ * number (its field type zig-zags it on the wire); an unsigned one holds it
+ * zig-zagged. */
+static void code_column(const ProtobufCFieldDescriptor *f, void *v, size_t n, enum coding how,
+                        const uint64_t *bytes, int decode)
+{
+    uint64_t *u = v, prev = 0;
+    uint32_t *w = v, prev32 = 0;
+    switch (how) {
+    case PLAIN: return;
+    case DELTA:
+        if (f->type == PROTOBUF_C_TYPE_UINT32) {
+            for (size_t i = 0; i < n; i++) {
+                uint32_t cur = decode ? prev32 + unzz32(w[i]) : w[i];
+                w[i] = decode ? cur : zz32(cur - prev32);
+                prev32 = cur;
+            }
+        } else {
+            int zz = f->type == PROTOBUF_C_TYPE_UINT64;
+            for (size_t i = 0; i < n; i++) {
+                uint64_t cur = decode ? prev + (zz ? unzz64(u[i]) : u[i]) : u[i];
+                u[i] = decode ? cur : zz ? zz64(cur - prev) : cur - prev;
+                prev = cur;
+            }
+        }
+        return;
+    case SEQ:
+        for (size_t i = 0; i < n; i++) {
+            uint64_t cur = decode ? u[i] + prev : u[i];
+            u[i] = decode ? cur : cur - prev;
+            prev = cur + bytes[i];
+        }
+        return;
+    case LESS_BYTES:
         for (size_t i = 0; i < n; i++)
-            b += varint_size(((const uint32_t *)v)[i]);
-        return b;
-    case PROTOBUF_C_TYPE_UINT64:
+            u[i] = decode ? u[i] + bytes[i] : u[i] - bytes[i];
+        return;
+    case BYTES_LESS:
         for (size_t i = 0; i < n; i++)
-            b += varint_size(((const uint64_t *)v)[i]);
-        return b;
-    case PROTOBUF_C_TYPE_SINT32:
-        for (size_t i = 0; i < n; i++)
-            b += varint_size(zigzag32(((const int32_t *)v)[i]));
-        return b;
-    case PROTOBUF_C_TYPE_SINT64:
-        for (size_t i = 0; i < n; i++)
-            b += varint_size(zigzag64(((const int64_t *)v)[i]));
-        return b;
-    default: return n * 8; /* FIXED64 */
+            u[i] = bytes[i] - u[i];
+        return;
     }
 }
 
-static uint8_t *put_column(uint8_t *p, const ProtobufCFieldDescriptor *f, const void *v, size_t n)
+static void code_tables(const iot_body *b, int decode)
 {
+    const ProtobufCMessage *t[3] = {b->mpiio ? &b->mpiio->base : NULL,
+                                    b->posix ? &b->posix->base : NULL,
+                                    b->disk ? &b->disk->base : NULL};
+    for (int k = 0; k < 3; k++) {
+        struct table_coding tc;
+        if (!t[k] || !plan_coding(t[k], &tc))
+            continue;
+        const ProtobufCMessageDescriptor *d = t[k]->descriptor;
+        for (unsigned i = 0; i < d->n_fields; i++)
+            code_column(&d->fields[i], values_of(t[k], &d->fields[i]),
+                        count_of(t[k], &d->fields[i]), tc.how[i], tc.bytes, decode);
+    }
+}
+
+void iot_wire_code_columns(const iot_body *b)
+{
+    code_tables(b, 0);
+}
+
+void iot_wire_uncode_columns(const iot_body *b, uint32_t version)
+{
+    if (version >= 2) {
+        code_tables(b, 1);
+        return;
+    }
+    /* Version 1 coded the times only. */
+    if (b->mpiio)
+        iot_wire_delta_decode(b->mpiio->t_start, b->mpiio->n_t_start);
+    if (b->posix)
+        iot_wire_delta_decode(b->posix->t_start, b->posix->n_t_start);
+    if (b->disk)
+        iot_wire_delta_decode(b->disk->t_start, b->disk->n_t_start);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* Writes one column, coded, from the caller's values (left untouched). */
+static uint8_t *put_column(uint8_t *p, const ProtobufCFieldDescriptor *f, const void *v, size_t n,
+                           enum coding how, const uint64_t *bytes)
+{
+    const uint64_t *u = v;
+    const uint32_t *w = v;
+    uint64_t prev = 0;
+    uint32_t prev32 = 0;
+    switch (how) {
+    case DELTA:
+        if (f->type == PROTOBUF_C_TYPE_UINT32)
+            for (size_t i = 0; i < n; prev32 = w[i++])
+                p = put_varint(p, zz32(w[i] - prev32));
+        else /* uint64 zig-zagged here, sint64 by its type: the same bytes */
+            for (size_t i = 0; i < n; prev = u[i++])
+                p = put_varint(p, zz64(u[i] - prev));
+        return p;
+    case SEQ:
+        for (size_t i = 0; i < n; prev = u[i] + bytes[i], i++)
+            p = put_varint(p, zz64(u[i] - prev));
+        return p;
+    case LESS_BYTES:
+        for (size_t i = 0; i < n; i++)
+            p = put_varint(p, zz64(u[i] - bytes[i]));
+        return p;
+    case BYTES_LESS:
+        for (size_t i = 0; i < n; i++)
+            p = put_varint(p, bytes[i] - u[i]);
+        return p;
+    case PLAIN: break;
+    }
     switch (f->type) {
     case PROTOBUF_C_TYPE_UINT32:
         for (size_t i = 0; i < n; i++)
-            p = put_varint(p, ((const uint32_t *)v)[i]);
+            p = put_varint(p, w[i]);
         return p;
     case PROTOBUF_C_TYPE_UINT64:
         for (size_t i = 0; i < n; i++)
-            p = put_varint(p, ((const uint64_t *)v)[i]);
+            p = put_varint(p, u[i]);
         return p;
     case PROTOBUF_C_TYPE_SINT32:
         for (size_t i = 0; i < n; i++)
-            p = put_varint(p, zigzag32(((const int32_t *)v)[i]));
+            p = put_varint(p, zigzag32((int32_t)w[i]));
         return p;
     case PROTOBUF_C_TYPE_SINT64:
         for (size_t i = 0; i < n; i++)
-            p = put_varint(p, zigzag64(((const int64_t *)v)[i]));
+            p = put_varint(p, zz64(u[i]));
         return p;
     default: /* FIXED64: little-endian on the wire */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         memcpy(p, v, n * 8);
         return p + n * 8;
 #else
-        for (size_t i = 0; i < n; i++) {
-            uint64_t x = ((const uint64_t *)v)[i];
+        for (size_t i = 0; i < n; i++)
             for (int k = 0; k < 8; k++)
-                *p++ = (uint8_t)(x >> (8 * k));
-        }
+                *p++ = (uint8_t)(u[i] >> (8 * k));
         return p;
 #endif
     }
 }
 
-static void size_columns(const ProtobufCMessage *m, struct column_sizes *s)
+/* A length-delimited field whose length is known only once it is written:
+ * its bytes go LEN_ROOM past the tag, then move up to just after the
+ * length.  LEN_ROOM holds any length below 2^35; a body is at most
+ * IOT_WIRE_MAX_RAW. */
+#define LEN_ROOM 5
+
+static uint8_t *close_delimited(uint8_t *p, uint8_t *data, uint8_t *end)
 {
-    const ProtobufCMessageDescriptor *d = m->descriptor;
-    s->total = 0;
-    for (unsigned i = 0; i < d->n_fields; i++) {
-        const ProtobufCFieldDescriptor *f = &d->fields[i];
-        size_t n = count_of(m, f);
-        s->data[i] = n ? column_bytes(f, values_of(m, f), n) : 0;
-        if (n) /* protobuf-c leaves an empty repeated field out */
-            s->total += varint_size((uint64_t)f->id << 3) + varint_size(s->data[i]) + s->data[i];
-    }
+    size_t len = (size_t)(end - data);
+    p = put_varint(p, len);
+    memmove(p, data, len);
+    return p + len;
 }
 
-static uint8_t *put_columns(uint8_t *p, const ProtobufCMessage *m, const struct column_sizes *s)
+static uint8_t *put_table(uint8_t *p, uint32_t id, const ProtobufCMessage *m,
+                          const struct table_coding *tc)
 {
+    p = put_varint(p, (uint64_t)id << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED);
+    uint8_t *table = p + LEN_ROOM, *q = table;
     const ProtobufCMessageDescriptor *d = m->descriptor;
     for (unsigned i = 0; i < d->n_fields; i++) {
         const ProtobufCFieldDescriptor *f = &d->fields[i];
         size_t n = count_of(m, f);
-        if (!n)
+        if (!n) /* protobuf-c leaves an empty repeated field out */
             continue;
-        p = put_varint(p, (uint64_t)f->id << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED);
-        p = put_varint(p, s->data[i]);
-        p = put_column(p, f, values_of(m, f), n);
+        q = put_varint(q, (uint64_t)f->id << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED);
+        uint8_t *data = q + LEN_ROOM;
+        q = close_delimited(q, data, put_column(data, f, values_of(m, f), n, tc->how[i], tc->bytes));
     }
-    return p;
+    return close_delimited(p, table, q);
+}
+
+/* Most bytes a table can take: every value at its longest, every prefix
+ * with its room. */
+static size_t table_bound(const ProtobufCMessage *m)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    size_t b = 2 + LEN_ROOM;
+    for (unsigned i = 0; i < d->n_fields; i++)
+        b += 2 + LEN_ROOM + count_of(m, &d->fields[i]) * 10;
+    return b;
 }
 
 /* The body in three parts, in field-number order as protobuf-c writes
@@ -179,9 +341,8 @@ static uint8_t *put_columns(uint8_t *p, const ProtobufCMessage *m, const struct 
 struct body_plan {
     iot_body head, tail;
     const ProtobufCMessage *table[3];
-    uint32_t table_id[3];
-    struct column_sizes sizes[3];
-    size_t head_len, tail_len, len;
+    struct table_coding coding[3];
+    size_t bound;
     int fast;
 };
 
@@ -192,10 +353,12 @@ static void plan_body(const iot_body *b, struct body_plan *pl)
                                     b->disk ? &b->disk->base : NULL};
     pl->fast = 1;
     for (int i = 0; i < 3; i++)
-        if (t[i] && !is_columns(t[i]->descriptor))
+        if (t[i] && (!is_columns(t[i]->descriptor) || !plan_coding(t[i], &pl->coding[i])))
             pl->fast = 0;
     if (!pl->fast) {
-        pl->len = protobuf_c_message_get_packed_size(&b->base);
+        iot_wire_code_columns(b);
+        pl->bound = protobuf_c_message_get_packed_size(&b->base);
+        iot_wire_uncode_columns(b, IOT_WIRE_VERSION);
         return;
     }
     pl->head = (iot_body)IOTRACE__BODY__INIT;
@@ -207,59 +370,40 @@ static void plan_body(const iot_body *b, struct body_plan *pl)
     pl->tail.mpiio = NULL;
     pl->tail.posix = NULL;
     pl->tail.disk = NULL;
-    pl->head_len = protobuf_c_message_get_packed_size(&pl->head.base);
-    pl->tail_len = protobuf_c_message_get_packed_size(&pl->tail.base);
-    pl->len = pl->head_len + pl->tail_len;
-    static const uint32_t ids[3] = {2, 3, 4}; /* Body.mpiio, .posix, .disk */
-    for (int i = 0; i < 3; i++) {
-        pl->table[i] = t[i];
-        pl->table_id[i] = ids[i];
-        if (!t[i])
-            continue;
-        size_columns(t[i], &pl->sizes[i]);
-        pl->len += 1 + varint_size(pl->sizes[i].total) + pl->sizes[i].total;
-    }
+    pl->bound = protobuf_c_message_get_packed_size(&pl->head.base) +
+                protobuf_c_message_get_packed_size(&pl->tail.base);
+    for (int i = 0; i < 3; i++)
+        if ((pl->table[i] = t[i]))
+            pl->bound += table_bound(t[i]);
 }
 
+/* Into `out` of at least pl->bound bytes; the length written. */
 static size_t pack_planned(const iot_body *b, const struct body_plan *pl, uint8_t *out)
 {
-    if (!pl->fast)
-        return protobuf_c_message_pack(&b->base, out);
-    uint8_t *p = out + protobuf_c_message_pack(&pl->head.base, out);
-    for (int i = 0; i < 3; i++) {
-        if (!pl->table[i])
-            continue;
-        p = put_varint(p, (uint64_t)pl->table_id[i] << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED);
-        p = put_varint(p, pl->sizes[i].total);
-        p = put_columns(p, pl->table[i], &pl->sizes[i]);
+    if (!pl->fast) { /* coded in place while protobuf-c packs */
+        iot_wire_code_columns(b);
+        size_t n = protobuf_c_message_pack(&b->base, out);
+        iot_wire_uncode_columns(b, IOT_WIRE_VERSION);
+        return n;
     }
+    static const uint32_t ids[3] = {2, 3, 4}; /* Body.mpiio, .posix, .disk */
+    uint8_t *p = out + protobuf_c_message_pack(&pl->head.base, out);
+    for (int i = 0; i < 3; i++)
+        if (pl->table[i])
+            p = put_table(p, ids[i], pl->table[i], &pl->coding[i]);
     p += protobuf_c_message_pack(&pl->tail.base, p);
     return (size_t)(p - out);
-}
-
-size_t iot_wire_body_size(const iot_body *b)
-{
-    struct body_plan pl;
-    plan_body(b, &pl);
-    return pl.len;
-}
-
-size_t iot_wire_body_pack(const iot_body *b, uint8_t *out)
-{
-    struct body_plan pl;
-    plan_body(b, &pl);
-    return pack_planned(b, &pl, out);
 }
 
 uint8_t *iot_wire_body_pack_new(const iot_body *b, size_t max, size_t *len)
 {
     struct body_plan pl;
     plan_body(b, &pl);
-    *len = pl.len;
-    if (pl.len == 0 || pl.len > max)
+    uint8_t *out = malloc(pl.bound ? pl.bound : 1);
+    *len = out ? pack_planned(b, &pl, out) : pl.bound;
+    if (*len == 0 || *len > max) {
+        free(out);
         return NULL;
-    uint8_t *out = malloc(pl.len);
-    if (out)
-        pack_planned(b, &pl, out);
+    }
     return out;
 }

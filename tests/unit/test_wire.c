@@ -1173,14 +1173,13 @@ static void test_body_pack_matches_protobuf_c(void **state)
         }
         body.made_through = rnd() % 2 ? rnd_value() : 0;
 
+        /* What protobuf-c writes for the columns coded in place. */
+        iot_wire_code_columns(&body);
         size_t want_len = protobuf_c_message_get_packed_size(&body.base);
-        uint8_t *want = malloc(want_len + 1), *got = malloc(want_len + 16);
+        uint8_t *want = malloc(want_len + 1);
         assert_non_null(want);
-        assert_non_null(got);
         protobuf_c_message_pack(&body.base, want);
-        assert_int_equal(iot_wire_body_size(&body), want_len);
-        assert_int_equal(iot_wire_body_pack(&body, got), want_len);
-        assert_memory_equal(got, want, want_len);
+        iot_wire_uncode_columns(&body, IOT_WIRE_VERSION);
         size_t len;
         uint8_t *fresh = iot_wire_body_pack_new(&body, IOT_WIRE_MAX_RAW, &len);
         assert_int_equal(len, want_len);
@@ -1190,7 +1189,6 @@ static void test_body_pack_matches_protobuf_c(void **state)
             assert_null(fresh);
         free(fresh);
         free(want);
-        free(got);
         for (size_t i = 0; i < n_arrays; i++)
             free(arrays[i]);
     }

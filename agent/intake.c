@@ -106,6 +106,12 @@ int intake_open(struct intake *in, void *zctx, const char *endpoint, const char 
         intake_close(in);
         return -1;
     }
+    struct stat st;
+    if (ipc_path && strlen(ipc_path) < sizeof in->ipc_path && lstat(ipc_path, &st) == 0) {
+        strcpy(in->ipc_path, ipc_path);
+        in->ipc_dev = st.st_dev;
+        in->ipc_ino = st.st_ino;
+    }
     iot_info("listening for producers on %s%s", endpoint,
              ipc_path && (socket_mode & 0006) == 0006 ? " (every local user may connect)" : "");
     return 0;
@@ -252,9 +258,17 @@ int intake_take(struct intake *in, struct spool *sp, struct agent_stats *st)
     return 1;
 }
 
+/* A stopped agent takes its socket with it, so that producers see at once
+ * that no agent listens; its drop box stays for the next start
+ * (docs/agent.md, "The drop box"). */
 void intake_close(struct intake *in)
 {
     if (in->sock)
         zmq_close(in->sock);
     in->sock = NULL;
+    struct stat st;
+    if (in->ipc_path[0] && lstat(in->ipc_path, &st) == 0 && st.st_dev == in->ipc_dev &&
+        st.st_ino == in->ipc_ino)
+        unlink(in->ipc_path);
+    in->ipc_path[0] = '\0';
 }

@@ -5,6 +5,8 @@
 #ifndef IOT_AGENT_INTAKE_H
 #define IOT_AGENT_INTAKE_H
 
+#include <sys/types.h>
+
 #include "stats.h"
 #include "wire.h"
 
@@ -22,6 +24,11 @@ struct intake {
      * its producer (Body.made_through). */
     uint64_t max_user_bytes;
     struct ratelimit quota_log;
+    /* The socket file this agent made, removed when it closes unless
+     * another agent has replaced it since; path empty: none. */
+    char ipc_path[108];
+    dev_t ipc_dev;
+    ino_t ipc_ino;
 };
 
 /* Binds `endpoint`; every batch taken is stamped with `node` (its events

@@ -54,21 +54,23 @@ static int env_flag(const char *name, int dflt)
              strcasecmp(s, "off") == 0);
 }
 
-/* The library's own threads (the sender and ZeroMQ's I/O thread) under
- * SCHED_BATCH by default: the kernel then never preempts an application
- * thread to run them when they wake, they take their turn instead
- * (docs/performance.md, "A fully busy node"). */
+/* The scheduling policy of the library's own threads (the sender and
+ * ZeroMQ's I/O thread).  Normal by default: under SCHED_BATCH the sender,
+ * which then waits for its turn instead of preempting the application when
+ * it wakes, fell behind ranks that poll inside collective calls and their
+ * rings overflowed (3 362 of 4.7 M events dropped, and counted, in an
+ * IOR-like run at np=2; docs/performance.md, "IOR-like bandwidth"). */
 static int env_policy(const char *name)
 {
     const char *s = getenv(name);
-    if (!s || !*s || strcmp(s, "batch") == 0)
-        return SCHED_BATCH;
-    if (strcmp(s, "normal") == 0)
+    if (!s || !*s || strcmp(s, "normal") == 0)
         return SCHED_OTHER;
+    if (strcmp(s, "batch") == 0)
+        return SCHED_BATCH;
     if (strcmp(s, "idle") == 0)
         return SCHED_IDLE;
-    iot_debug_log("ignoring %s=%s (expected batch, normal or idle)", name, s);
-    return SCHED_BATCH;
+    iot_debug_log("ignoring %s=%s (expected normal, batch or idle)", name, s);
+    return SCHED_OTHER;
 }
 
 static uint64_t round_pow2(uint64_t v)
@@ -87,9 +89,15 @@ static void read_config(struct iot_config *c)
     c->trace_mpiio = env_flag("IOTRACE_MPIIO", 1);
     c->trace_sync = env_flag("IOTRACE_SYNC", 0);
     c->agent = getenv("IOTRACE_AGENT");
+    /* The service's socket, or the drop box a stopped service leaves
+     * behind (RuntimeDirectoryPreserve=yes): a process that ends while the
+     * agent is stopped then leaves its last batches there for the agent's
+     * next start instead of looking for an agent started by hand. */
     if (!c->agent || !*c->agent)
-        c->agent = access(IOT_AGENT_SERVICE_ENDPOINT + 6, F_OK) == 0 ? IOT_AGENT_SERVICE_ENDPOINT
-                                                                   : IOT_AGENT_DEFAULT_ENDPOINT;
+        c->agent = access(IOT_AGENT_SERVICE_ENDPOINT + 6, F_OK) == 0 ||
+                           access(IOT_AGENT_SERVICE_ENDPOINT IOT_DROPBOX_SUFFIX + 6, F_OK) == 0
+                       ? IOT_AGENT_SERVICE_ENDPOINT
+                       : IOT_AGENT_DEFAULT_ENDPOINT;
     c->dropbox = getenv("IOTRACE_DROPBOX");
     c->node = getenv("IOTRACE_NODE");
     c->job = getenv("IOTRACE_JOB_ID");

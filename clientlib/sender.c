@@ -287,6 +287,26 @@ static void attach_names(iot_body *body, struct name_entry *names,
     body->files = ptrs;
 }
 
+/* An agent stopped on purpose removes its socket and leaves its drop box
+ * (under systemd, RuntimeDirectoryPreserve=yes keeps /run/iotrace).  Then
+ * the directory holding the drop box vouches for it, if no one but its
+ * owner can create entries there (/run/iotrace, 0755 iotrace; not /tmp):
+ * its owner's. */
+static int dropbox_parent_owner(const char *path, uid_t *owner)
+{
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (!slash)
+        return -1;
+    *(slash == parent ? slash + 1 : slash) = '\0';
+    struct stat st;
+    if (lstat(parent, &st) < 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 022))
+        return -1;
+    *owner = st.st_uid;
+    return 0;
+}
+
 /* At exit a batch the agent does not take has no later batch to carry the
  * count of its events: it goes into the agent's drop box (agent/dropbox.h)
  * as a file, written under a temporary name and renamed, so that the agent
@@ -315,13 +335,13 @@ static int dropbox_dir(char *path, size_t cap)
     if (!path[0])
         return -1;
     struct stat ss, ds;
-    uid_t owner;
-    if (sock) {
-        if (lstat(sock, &ss) < 0 || !S_ISSOCK(ss.st_mode))
+    uid_t owner = 0; /* no socket to vouch for it: root's only */
+    if (sock && lstat(sock, &ss) == 0) {
+        if (!S_ISSOCK(ss.st_mode))
             return -1;
         owner = ss.st_uid;
-    } else {
-        owner = 0; /* no socket to vouch for it: root's only */
+    } else if (sock && (errno != ENOENT || dropbox_parent_owner(path, &owner) < 0)) {
+        return -1;
     }
     /* O_PATH: others may not read the directory, only create in it. */
     int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

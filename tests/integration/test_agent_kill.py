@@ -12,7 +12,8 @@ comes back only after the job has ended, so the ranks' last batches and
 the counts of what they lost have no agent to go to. They go into the
 agent's drop box (a 1733 directory beside its socket) and reach the store
 when the agent starts again: again stored + dropped = made, exactly, and
-nothing "lost with no batch left to count them"."""
+nothing "lost with no batch left to count them".  Last, a job runs and ends
+while its agent is stopped on purpose (its socket removed): the same."""
 import collections
 import os
 import re
@@ -28,6 +29,7 @@ NPROCS = 2
 RUN_S = 5
 JOB = "agent-kill"
 TAIL_JOB = "agent-down-at-exit"
+STOPPED_JOB = "agent-stopped"
 MADE_RE = re.compile(r"iotrace-client\[(\d+)\]: made (\d+) events: .*?(\d+) lost with no batch left.*?"
                      r"(\d+) left in its drop box")
 
@@ -87,6 +89,39 @@ def agent_down_at_exit(bins, dep):
           f"{len(left)} batches went through the drop box, none lost uncounted")
 
 
+def agent_stopped(bins, dep):
+    """An agent stopped on purpose (SIGTERM, as systemctl stop does) removes
+    its socket and leaves its drop box: a job that runs and ends meanwhile
+    leaves its batches there, vouched for by the directory that holds it,
+    and they reach the store when the agent starts again."""
+    dep.agent.send_signal(signal.SIGTERM)
+    dep.agent.wait(timeout=60)
+    box = dep.sock + ".dropbox"
+    assert not os.path.exists(dep.sock), "the stopped agent left its socket"
+    assert os.path.isdir(box), "the stopped agent removed its drop box"
+    cmd = mpirun_cmd(bins, NPROCS, [bins["steady_app"], os.path.join(dep.tmp, "data3"), "1"],
+                     env={"IOTRACE_AGENT": dep.endpoint, "IOTRACE_JOB_ID": STOPPED_JOB,
+                          "IOTRACE_VERBOSE": "1"})
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    made = {int(m.group(1)): (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+            for m in MADE_RE.finditer(r.stderr)}
+    assert len(made) == NPROCS, r.stderr
+    assert all(unsent == 0 and boxed > 0 for _, unsent, boxed in made.values()), made
+    dep.start_agent()
+    dep.wait_for(lambda ev: all(accounted(ev)[pid] >= m for pid, (m, _, _) in made.items()),
+                 job=STOPPED_JOB, timeout=60)
+    time.sleep(1.0)
+    events = dep.export(STOPPED_JOB)
+    got = accounted(events)
+    for pid, (m, _, _) in made.items():
+        assert got[pid] == m, f"pid {pid}: made {m}, stored + dropped {got[pid]}"
+    assert not os.listdir(box), f"the drop box still holds {os.listdir(box)}"
+    print(f"ok: agent stopped while the job ran: {sum(m for m, _, _ in made.values())} events made, "
+          f"all stored or counted; {sum(b for _, _, b in made.values())} batches went through the "
+          f"drop box")
+
+
 def main():
     bins = parse_bins(sys.argv[1:])
     dep = Deployment(bins)
@@ -137,6 +172,7 @@ def main():
         print(f"ok: made {sum(m for m, _ in made.values())} events on {NPROCS} ranks; stored {stored}, "
               f"counted as dropped {dict(drops)}; none twice; spool held {held} bytes at the second kill")
         agent_down_at_exit(bins, dep)
+        agent_stopped(bins, dep)
     finally:
         dep.stop()
 

@@ -51,6 +51,33 @@ def accounted(events):
     return n
 
 
+def boxed_reports(err):
+    """Each rank's exit report, {pid: (made, lost uncounted, left in the drop
+    box)}: every rank must have reported, lost nothing uncounted and used
+    the drop box."""
+    made = {int(m.group(1)): (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+            for m in MADE_RE.finditer(err)}
+    assert len(made) == NPROCS, err
+    assert all(unsent == 0 and boxed > 0 for _, unsent, boxed in made.values()), made
+    return made
+
+
+def taken_from_box(dep, job, made, box):
+    """Starts the agent and checks that the job's stored events plus its
+    drop records equal what each rank made, and that the drop box is empty;
+    the job's events."""
+    dep.start_agent()
+    dep.wait_for(lambda ev: all(accounted(ev)[pid] >= m for pid, (m, _, _) in made.items()),
+                 job=job, timeout=60)
+    time.sleep(1.0)
+    events = dep.export(job)
+    got = accounted(events)
+    for pid, (m, _, _) in made.items():
+        assert got[pid] == m, f"pid {pid}: made {m}, stored + dropped {got[pid]}"
+    assert not os.listdir(box), f"the drop box still holds {os.listdir(box)}"
+    return events
+
+
 def agent_down_at_exit(bins, dep):
     box = dep.sock + ".dropbox"
     st = os.stat(box)
@@ -63,23 +90,12 @@ def agent_down_at_exit(bins, dep):
     kill_agent(dep)
     out, err = job.communicate(timeout=120)
     assert job.returncode == 0, err
-    made = {int(m.group(1)): (int(m.group(2)), int(m.group(3)), int(m.group(4)))
-            for m in MADE_RE.finditer(err)}
-    assert len(made) == NPROCS, err
-    assert all(unsent == 0 and boxed > 0 for _, unsent, boxed in made.values()), made
+    made = boxed_reports(err)
     left = [f for f in os.listdir(box) if not f.startswith(".")]
     assert len(left) == sum(b for _, _, b in made.values()), (left, made)
-    dep.start_agent()
-    dep.wait_for(lambda ev: all(accounted(ev)[pid] >= m for pid, (m, _, _) in made.items()),
-                 job=TAIL_JOB, timeout=60)
-    time.sleep(1.0)
-    events = dep.export(TAIL_JOB)
-    got = accounted(events)
-    for pid, (m, _, _) in made.items():
-        assert got[pid] == m, f"pid {pid}: made {m}, stored + dropped {got[pid]}"
+    events = taken_from_box(dep, TAIL_JOB, made, box)
     calls = collections.Counter((e["pid"], e["callid"]) for e in events if e["kind"] == "mpiio")
     assert not [k for k, n in calls.items() if n > 1], "MPI-IO events stored twice"
-    assert not os.listdir(box), f"the drop box still holds {os.listdir(box)}"
     drops = collections.Counter()
     for e in events:
         if e["kind"] == "drop":
@@ -104,19 +120,8 @@ def agent_stopped(bins, dep):
                           "IOTRACE_VERBOSE": "1"})
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    made = {int(m.group(1)): (int(m.group(2)), int(m.group(3)), int(m.group(4)))
-            for m in MADE_RE.finditer(r.stderr)}
-    assert len(made) == NPROCS, r.stderr
-    assert all(unsent == 0 and boxed > 0 for _, unsent, boxed in made.values()), made
-    dep.start_agent()
-    dep.wait_for(lambda ev: all(accounted(ev)[pid] >= m for pid, (m, _, _) in made.items()),
-                 job=STOPPED_JOB, timeout=60)
-    time.sleep(1.0)
-    events = dep.export(STOPPED_JOB)
-    got = accounted(events)
-    for pid, (m, _, _) in made.items():
-        assert got[pid] == m, f"pid {pid}: made {m}, stored + dropped {got[pid]}"
-    assert not os.listdir(box), f"the drop box still holds {os.listdir(box)}"
+    made = boxed_reports(r.stderr)
+    taken_from_box(dep, STOPPED_JOB, made, box)
     print(f"ok: agent stopped while the job ran: {sum(m for m, _, _ in made.values())} events made, "
           f"all stored or counted; {sum(b for _, _, b in made.values())} batches went through the "
           f"drop box")

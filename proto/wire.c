@@ -233,7 +233,8 @@ int iot_wire_encode(const iot_producer *producer, uint64_t epoch, uint64_t seq,
         free(lz);
         return iot_fail(err, errlen, "out of memory encoding a batch");
     }
-    int lz_len = LZ4_compress_default((const char *)raw, (char *)lz, (int)raw_len, bound);
+    int lz_len = LZ4_compress_fast((const char *)raw, (char *)lz, (int)raw_len, bound,
+                                   IOT_WIRE_LZ4_ACCELERATION);
     free(raw);
     if (lz_len <= 0 && raw_len > 0) {
         free(lz);

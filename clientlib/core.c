@@ -101,7 +101,15 @@ static void read_config(struct iot_config *c)
     c->dropbox = getenv("IOTRACE_DROPBOX");
     c->node = getenv("IOTRACE_NODE");
     c->job = getenv("IOTRACE_JOB_ID");
-    c->ring_events = round_pow2(env_u64("IOTRACE_BUFFER_EVENTS", 16384, 64, 1u << 24));
+    /* 64-byte records: 4 MiB per rank thread.  With 16384, ranks on every
+     * core of a node with the daemons beside them overran it while the
+     * sender waited for a core (5 367 of 3.1 M events dropped in an
+     * IOR-like run; docs/performance.md, "IOR-like bandwidth").  A storage
+     * server records from many threads at a time (its io-threads), each
+     * far below a rank's rate: 1 MiB each there. */
+    c->ring_events = round_pow2(env_u64("IOTRACE_BUFFER_EVENTS",
+                                        iot_g.kind == IOT_PRODUCER_SERVER ? 16384 : 65536, 64,
+                                        1u << 24));
     c->batch_events = env_u64("IOTRACE_BATCH_EVENTS", 8192, 16, 1u << 20);
     c->flush_ms = env_u64("IOTRACE_FLUSH_MS", 50, 1, 60000);
     c->linger_ms = env_u64("IOTRACE_LINGER_MS", 1000, 0, 600000);

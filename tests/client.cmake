@@ -46,7 +46,7 @@ set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client
   client.aio client.agent_killed client.paths client.dropbox PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
 set_tests_properties(client.dropbox PROPERTIES SKIP_RETURN_CODE 77)
 
-# Benchmarks (not tests): deploy/bench.sh runs them.
+# Benchmarks (not tests), run by the scripts in tests/bench/ (docs/performance.md).
 add_executable(bench_client ${IOTRACE_TEST_DIR}/bench/bench_client.c)
 target_link_libraries(bench_client PRIVATE MPI::MPI_C)
 add_executable(bench_ior ${IOTRACE_TEST_DIR}/bench/bench_ior.c)

@@ -60,6 +60,19 @@ def job_account(build, stack, job):
     return int(fields["events"]), int(fields["dropped"])
 
 
+def drop_reasons(build, stack, job):
+    """{reason: events} of the job's drop records, read from the store."""
+    r = subprocess.run([f"{build}/collector/iotrace-export", "--store",
+                        os.path.join(stack.work, "store"), "--job", job, "--jsonl", "-"],
+                       capture_output=True, text=True, timeout=600)
+    out = {}
+    for line in r.stdout.splitlines():
+        if '"kind":"drop"' in line:
+            e = json.loads(line)
+            out[e["reason"]] = out.get(e["reason"], 0) + e["dropped"]
+    return out
+
+
 def run_ior(build, args, path, xfer, mode, traced, sock, job):
     block = min(args.mib_per_rank << 20, 32 << 20)
     segments = max(1, (args.mib_per_rank << 20) // block)
@@ -107,6 +120,7 @@ def main():
             for mode in ("indep", "coll"):
                 ratios = {"write": [], "read": []}
                 events = stored = dropped = 0
+                reasons = {}
                 for r in range(args.rounds):
                     res = {}
                     for traced in ((False, True) if r % 2 == 0 else (True, False)):
@@ -119,6 +133,8 @@ def main():
                             n, d = job_account(build, stack, job)
                             events += n
                             dropped += d
+                            for k, v in (drop_reasons(build, stack, job) if d else {}).items():
+                                reasons[k] = reasons.get(k, 0) + v
                             stored += st1["bytes_stored"] - st0["bytes_stored"]
                     for k in ratios:
                         ratios[k].append(res[True][k] / res[False][k])
@@ -130,7 +146,8 @@ def main():
                       f"({min(ratios['write']):.3f}-{max(ratios['write']):.3f}), read "
                       f"{statistics.median(ratios['read']):.3f} ({min(ratios['read']):.3f}-"
                       f"{max(ratios['read']):.3f}); {events} events stored, "
-                      f"{stored / max(events, 1):.2f} bytes stored per event, {dropped} dropped",
+                      f"{stored / max(events, 1):.2f} bytes stored per event, {dropped} dropped"
+                      + (f" {reasons}" if reasons else ""),
                       flush=True)
                 failed |= dropped > 0
     finally:

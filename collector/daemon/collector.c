@@ -55,6 +55,7 @@ static long opt_http_clients = 64;
 static long opt_lateness_ms = 2000;
 static long opt_grace_ms = 2000;
 static long opt_job_idle_ms = 10000;
+static long opt_analysis_nice = 10;
 static long opt_keep_s = 3600;
 static char *opt_analysis = "on";
 static char *opt_curve_key;
@@ -97,6 +98,9 @@ static const struct iot_opt options[] = {
     {"analysis", 0, IOT_OPT_STRING, &opt_analysis, "on|off",
      "run the live analysis (default on); off stores and acknowledges only, and needs "
      "--http off"},
+    {"analysis-nice", 0, IOT_OPT_INT, &opt_analysis_nice, "N",
+     "niceness of the live analysis thread, 0 to 19 (default 10): on a node that also runs "
+     "ranks it gives way to them and to ingest, and catches up from the store"},
     {"job-idle", 0, IOT_OPT_INT, &opt_job_idle_ms, "MS",
      "a job without a new batch for this long is finished (default 10000)"},
     {"curve-key", 0, IOT_OPT_STRING, &opt_curve_key, "FILE",
@@ -1066,7 +1070,8 @@ static int start_live(struct collector *c)
                              .lateness_ns = (int64_t)opt_lateness_ms * 1000000,
                              .grace_ns = (int64_t)opt_grace_ms * 1000000,
                              .job_idle_ns = (int64_t)opt_job_idle_ms * 1000000,
-                             .keep_ns = (int64_t)opt_keep_s * 1000000000};
+                             .keep_ns = (int64_t)opt_keep_s * 1000000000,
+                             .nice = (int)opt_analysis_nice};
     if (!(c->live = live_start(&lc, c->view, err, sizeof err))) {
         iot_err("%s", err);
         return -1;
@@ -1192,6 +1197,8 @@ static void check_options(int argc, char **argv, int first)
         usage_error("%s--http-clients must be between 1 and 1000", "");
     if (opt_lateness_ms < 0 || opt_grace_ms < 0)
         usage_error("%s--lateness and --grace must not be negative", "");
+    if (opt_analysis_nice < 0 || opt_analysis_nice > 19)
+        usage_error("%s--analysis-nice must be between 0 and 19", "");
     if (opt_job_idle_ms < 100)
         usage_error("%s--job-idle must be at least 100 ms", "");
     if (opt_keep_s < 0)

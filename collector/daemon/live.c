@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "analysis_quantile.h"
 #include "iot_functions.h"
@@ -537,6 +540,11 @@ static void *run(void *arg)
     struct live *l = arg;
     struct ingest_view *v = l->ingest;
     pthread_setname_np(pthread_self(), "iot-live"); /* its CPU time shows in /proc */
+    /* Ingest and acknowledgements never wait for this thread, which reads
+     * the store: when cores are short (ranks beside the collector), it is
+     * the one that should wait.  Linux: a thread's own niceness. */
+    if (l->cfg.nice && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), l->cfg.nice) < 0)
+        iot_warn("cannot lower the live analysis' priority: %s", strerror(errno));
     for (;;) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);

@@ -25,6 +25,7 @@ struct live_config {
     int64_t lateness_ns, grace_ns;
     int64_t job_idle_ns; /* silence after which a job is finished */
     int64_t keep_ns;     /* how long a finished job's figures stay in memory */
+    int nice;            /* the analysis thread's niceness, above ingest's */
 };
 
 struct live;

@@ -108,7 +108,16 @@ static enum coding coding_of(const ProtobufCFieldDescriptor *f)
 struct table_coding {
     enum coding how[MAX_COLUMNS];
     const uint64_t *bytes; /* the table's bytes column, which SEQ and the others need */
+    size_t bytes_n;
 };
+
+/* How column i of n values is coded.  A body whose columns differ in
+ * length is refused by iot_wire_check_body before it is packed or read;
+ * this keeps the coder inside the bytes column for any other caller. */
+static enum coding column_coding(const struct table_coding *tc, unsigned i, size_t n)
+{
+    return tc->how[i] >= SEQ && n > tc->bytes_n ? PLAIN : tc->how[i];
+}
 
 /* 0 when the table cannot be coded this way (more columns than expected,
  * or a coding that needs a bytes column it lacks). */
@@ -118,9 +127,12 @@ static int plan_coding(const ProtobufCMessage *m, struct table_coding *tc)
     if (d->n_fields > MAX_COLUMNS)
         return 0;
     tc->bytes = NULL;
+    tc->bytes_n = 0;
     for (unsigned i = 0; i < d->n_fields; i++)
-        if (d->fields[i].type == PROTOBUF_C_TYPE_UINT64 && !strcmp(d->fields[i].name, "bytes"))
+        if (d->fields[i].type == PROTOBUF_C_TYPE_UINT64 && !strcmp(d->fields[i].name, "bytes")) {
             tc->bytes = values_of(m, &d->fields[i]);
+            tc->bytes_n = count_of(m, &d->fields[i]);
+        }
     for (unsigned i = 0; i < d->n_fields; i++) {
         tc->how[i] = coding_of(&d->fields[i]);
         if (tc->how[i] >= SEQ && !tc->bytes)
@@ -203,9 +215,11 @@ static void code_tables(const iot_body *b, int decode)
         if (!t[k] || !plan_coding(t[k], &tc))
             continue;
         const ProtobufCMessageDescriptor *d = t[k]->descriptor;
-        for (unsigned i = 0; i < d->n_fields; i++)
-            code_column(&d->fields[i], values_of(t[k], &d->fields[i]),
-                        count_of(t[k], &d->fields[i]), tc.how[i], tc.bytes, decode);
+        for (unsigned i = 0; i < d->n_fields; i++) {
+            size_t n = count_of(t[k], &d->fields[i]);
+            code_column(&d->fields[i], values_of(t[k], &d->fields[i]), n,
+                        column_coding(&tc, i, n), tc.bytes, decode);
+        }
     }
 }
 
@@ -319,7 +333,8 @@ static uint8_t *put_table(uint8_t *p, uint32_t id, const ProtobufCMessage *m,
             continue;
         q = put_varint(q, (uint64_t)f->id << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED);
         uint8_t *data = q + LEN_ROOM;
-        q = close_delimited(q, data, put_column(data, f, values_of(m, f), n, tc->how[i], tc->bytes));
+        q = close_delimited(
+            q, data, put_column(data, f, values_of(m, f), n, column_coding(tc, i, n), tc->bytes));
     }
     return close_delimited(p, table, q);
 }

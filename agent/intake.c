@@ -94,13 +94,21 @@ int intake_open(struct intake *in, void *zctx, const char *endpoint, const char 
     zmq_setsockopt(in->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
     zmq_setsockopt(in->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(in->sock, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_bind(in->sock, endpoint) < 0) {
+    /* ZeroMQ creates the socket file in zmq_bind(), under the umask: made
+     * with its mode at once, there is no moment in which other users'
+     * ranks would be refused (the agent has no thread of its own that
+     * could create a file meanwhile). */
+    mode_t umask_was = ipc_path ? umask(0777 & ~(mode_t)socket_mode) : 0;
+    int bound = zmq_bind(in->sock, endpoint);
+    if (ipc_path)
+        umask(umask_was);
+    if (bound < 0) {
         iot_err("cannot listen on %s: %s", endpoint, zmq_strerror(zmq_errno()));
         intake_close(in);
         return -1;
     }
-    /* ZeroMQ creates the socket file under the umask; the mode is set once
-     * it exists, before the first producer is read. */
+    /* And again, for a mode the umask cannot give (set-id bits) or a
+     * socket made otherwise. */
     if (ipc_path && chmod(ipc_path, socket_mode) < 0) {
         iot_err("cannot set the mode of %s: %s", ipc_path, strerror(errno));
         intake_close(in);

@@ -342,7 +342,8 @@ iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errle
         return NULL;
     }
     const char *why = NULL;
-    if (b->version < IOT_WIRE_VERSION_MIN || b->version > IOT_WIRE_VERSION)
+    int known = b->version >= IOT_WIRE_VERSION_MIN && b->version <= IOT_WIRE_VERSION;
+    if (!known)
         why = "unsupported format version";
     else if (!b->producer || !b->producer->node || !b->producer->node[0])
         why = "batch has no producer node";
@@ -366,7 +367,7 @@ iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errle
     else if (iot_wire_id_checksum(b) != (uint32_t)b->id_checksum)
         why = "identity checksum mismatch (producer, epoch, seq or sizes damaged)";
     if (why) {
-        if (b->version < IOT_WIRE_VERSION_MIN || b->version > IOT_WIRE_VERSION)
+        if (!known)
             iot_fail(err, errlen, "%s %u (this build reads versions %u to %u)", why, b->version,
                      IOT_WIRE_VERSION_MIN, IOT_WIRE_VERSION);
         else

@@ -44,11 +44,17 @@ struct iot_rec {
             uint32_t coll_seq; /* larger ones too */
         };
     };
-    int32_t mpi_ret;
+    union {
+        int32_t mpi_ret;   /* IOT_REC_MPIIO */
+        uint32_t disk_uid; /* IOT_REC_DISK: the user its job's tag named, IOT_UID_UNKNOWN */
+    };
     uint16_t func;
     uint8_t kind;
     uint8_t pad;
 };
+
+/* (uid_t)-1 is no user's uid: a disk operation whose user is not known. */
+#define IOT_UID_UNKNOWN UINT32_MAX
 
 /* The slot after an IOT_REC_MPIIO_LONG record. */
 struct iot_rec_long {

@@ -77,7 +77,9 @@ static struct {
     struct disk_cols d;
     char (*jobs)[IOT_JOB_MAX + 1];
     char *job_ptrs[MAX_BATCH_JOBS];
+    uint32_t job_uid[MAX_BATCH_JOBS]; /* Body.job_uid */
     size_t n_jobs;
+    int job_uid_known;                /* some entry has a uid: send job_uid */
     struct mpiio_cols m;
     struct posix_cols p;
     struct drop_acc drops[MAX_DROP_RECORDS];
@@ -145,23 +147,28 @@ static int alloc_columns(size_t cap)
         return -1;
     for (size_t i = 0; i < MAX_BATCH_JOBS; i++)
         s.job_ptrs[i] = s.jobs[i];
+    s.job_uid[0] = IOT_UID_UNKNOWN;
     s.n_jobs = 1;
+    s.job_uid_known = 0;
     s.cap = cap;
     return 0;
 }
 
-/* Index of a job in this batch's dictionary; 0 when it is full (the caller
- * sends the batch first, so that does not happen). */
-static uint32_t intern_job(const char *job)
+/* Index of a (job, user) in this batch's dictionary; 0 when it is full
+ * (the caller sends the batch first, so that does not happen).  Two users
+ * naming one job are two entries: readers keep them apart. */
+static uint32_t intern_job(const char *job, uint32_t uid)
 {
     if (!job[0])
         return 0;
     for (size_t i = 1; i < s.n_jobs; i++)
-        if (strcmp(s.jobs[i], job) == 0)
+        if (s.job_uid[i] == uid && strcmp(s.jobs[i], job) == 0)
             return (uint32_t)i;
     if (s.n_jobs == MAX_BATCH_JOBS)
         return 0;
     snprintf(s.jobs[s.n_jobs], sizeof s.jobs[0], "%s", job);
+    s.job_uid[s.n_jobs] = uid;
+    s.job_uid_known |= uid != IOT_UID_UNKNOWN;
     return (uint32_t)s.n_jobs++;
 }
 
@@ -170,7 +177,7 @@ static void append_disk(const struct iot_rec *r, const char *job, uint32_t tid)
     size_t i = s.n_disk++;
     s.d.func[i] = r->func;
     s.d.tid[i] = tid;
-    s.d.job[i] = intern_job(job);
+    s.d.job[i] = intern_job(job, r->disk_uid);
     s.d.callid[i] = r->callid;
     s.d.file[i] = r->file;
     s.d.offset[i] = r->offset;
@@ -240,6 +247,8 @@ static void fill_disk(iot_body *body, Iotrace__DiskEvents *de)
     body->disk = de;
     body->n_jobs = s.n_jobs;
     body->jobs = s.job_ptrs;
+    body->n_job_uid = s.job_uid_known ? s.n_jobs : 0;
+    body->job_uid = s.job_uid;
 }
 
 static void fill_body(iot_body *body, Iotrace__MpiioEvents *me, Iotrace__PosixEvents *pe,
@@ -471,6 +480,7 @@ static void send_batch(struct name_entry **names, int64_t now)
     }
     s.n_mpiio = s.n_posix = s.n_disk = 0;
     s.n_jobs = 1;
+    s.job_uid_known = 0;
     s.last_flush_ns = now;
 }
 
@@ -819,6 +829,7 @@ void iot_sender_after_fork_child(void)
     s.boxed_batches = s.boxed_bytes = 0;
     s.n_mpiio = s.n_posix = s.n_disk = s.n_drops = 0;
     s.n_jobs = 1;
+    s.job_uid_known = 0;
     s.sweeps = 0;
     pthread_mutex_init(&s.lock, NULL);
     pthread_cond_init(&s.idle, NULL);

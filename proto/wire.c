@@ -210,6 +210,9 @@ int iot_wire_check_body(const iot_body *body, char *err, size_t errlen)
         return -1;
     if (body->disk && check_disk(body->disk, body->n_jobs, err, errlen) < 0)
         return -1;
+    if (body->n_job_uid && body->n_job_uid != body->n_jobs)
+        return iot_fail(err, errlen, "job_uid has %zu entries, jobs %zu", body->n_job_uid,
+                        body->n_jobs);
     return 0;
 }
 

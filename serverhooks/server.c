@@ -132,8 +132,8 @@ static union iot_slot *following_slot(unsigned k)
     return &r->slots[(h + k) & r->mask];
 }
 
-EXPORT void iot_disk_end(iot_server *srv, const struct iot_disk_op *op,
-                         const struct iot_disk_info *info)
+static void record_disk(iot_server *srv, const struct iot_disk_op *op,
+                        const struct iot_disk_info *info, uint32_t uid)
 {
     if (srv != &the_server || !op || !info || !iot_recording())
         return;
@@ -151,6 +151,7 @@ EXPORT void iot_disk_end(iot_server *srv, const struct iot_disk_op *op,
     r->bytes = info->length;
     r->ret = info->result;
     r->func = (uint16_t)info->kind;
+    r->disk_uid = uid;
     r->kind = IOT_REC_DISK;
     r->pad = (uint8_t)extra;
     for (unsigned i = 0; i < extra; i++) {
@@ -162,6 +163,18 @@ EXPORT void iot_disk_end(iot_server *srv, const struct iot_disk_op *op,
     }
     iot_rec_commit(1 + extra);
     atomic_fetch_add_explicit(&srv->recorded, 1, memory_order_relaxed);
+}
+
+EXPORT void iot_disk_end(iot_server *srv, const struct iot_disk_op *op,
+                         const struct iot_disk_info *info)
+{
+    record_disk(srv, op, info, IOT_UID_UNKNOWN);
+}
+
+EXPORT void iot_disk_end_user(iot_server *srv, const struct iot_disk_op *op,
+                              const struct iot_disk_info *info, uint32_t uid)
+{
+    record_disk(srv, op, info, uid);
 }
 
 EXPORT void iot_server_counts(const iot_server *srv, uint64_t *recorded, uint64_t *dropped)

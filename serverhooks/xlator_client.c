@@ -7,7 +7,8 @@
  * wherever the translator sits. When the thread is inside an MPI-IO call the
  * request is wound with a copy of its xdata (the caller's dict is never
  * modified; a new one if it had none) carrying IOTRACE_XDATA_JOB and
- * IOTRACE_XDATA_CALLID; otherwise it is wound unchanged. Other fops pass
+ * IOTRACE_XDATA_CALLID, and IOTRACE_XDATA_UID, the user whose registry gave
+ * them; otherwise it is wound unchanged. Other fops pass
  * through (libglusterfs fills in its default_* fops).
  *
  * Each user has a registry of their own (docs/registry.md), written by
@@ -190,8 +191,11 @@ static dict_t *iotc_tag(xlator_t *this, call_frame_t *frame, dict_t *xdata)
     dict_t *out = xdata ? dict_copy_with_ref(xdata, NULL) : dict_new();
     if (!out)
         return NULL;
+    /* The uid says whose registry named the job: the brick's readers keep
+     * a job with the user who named it first (docs/gluster.md). */
     if ((e.job[0] && dict_set_dynstr_with_alloc(out, IOTRACE_XDATA_JOB, e.job) != 0) ||
-        dict_set_uint64(out, IOTRACE_XDATA_CALLID, e.callid) != 0) {
+        dict_set_uint64(out, IOTRACE_XDATA_CALLID, e.callid) != 0 ||
+        dict_set_uint32(out, IOTRACE_XDATA_UID, (uint32_t)frame->root->uid) != 0) {
         gf_log(this->name, GF_LOG_WARNING, "cannot add the CallID to xdata (out of memory?)");
         dict_unref(out);
         return NULL;

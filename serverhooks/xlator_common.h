@@ -10,6 +10,7 @@
  * inside an MPI-IO call, and iotrace-server reads on the brick. */
 #define IOTRACE_XDATA_JOB "iotrace.job"       /* string, job id */
 #define IOTRACE_XDATA_CALLID "iotrace.callid" /* uint64, CallID */
+#define IOTRACE_XDATA_UID "iotrace.uid"       /* uint32, whose registry gave the tag */
 
 /* Configuration common to both translators. Strings are owned (malloc). */
 struct iotrace_xl_conf {

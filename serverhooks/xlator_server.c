@@ -43,12 +43,14 @@ struct iots_priv {
 };
 
 #define IOTS_JOB_MAX 127
+#define IOTS_UID_NONE UINT32_MAX
 
 /* Per operation in flight, from this->local_pool, in frame->local. */
 struct iots_local {
     struct iot_disk_op op;
     struct iot_disk_info info;
     inode_t *stale; /* rename, unlink, rmdir: forget this inode's object once done */
+    uint32_t uid;   /* the tag's iotrace.uid; IOTS_UID_NONE when it named none */
     char job[IOTS_JOB_MAX + 1];
 };
 
@@ -120,13 +122,18 @@ static uint64_t iots_object(xlator_t *this, struct iots_priv *p, inode_t *inode,
  * xattr namespace) and logs an error. NULL: nothing to strip. */
 static dict_t *iots_strip(dict_t *xdata)
 {
-    if (!xdata || (!dict_get(xdata, IOTRACE_XDATA_JOB) && !dict_get(xdata, IOTRACE_XDATA_CALLID)))
+    static char *const keys[] = {IOTRACE_XDATA_JOB, IOTRACE_XDATA_CALLID, IOTRACE_XDATA_UID};
+    enum { N_KEYS = sizeof keys / sizeof keys[0] };
+    int ours = 0;
+    for (int i = 0; xdata && i < N_KEYS; i++)
+        ours |= dict_get(xdata, keys[i]) != NULL;
+    if (!ours)
         return NULL;
     dict_t *x = dict_copy_with_ref(xdata, NULL);
     if (!x)
         return NULL;
-    dict_del(x, IOTRACE_XDATA_JOB);
-    dict_del(x, IOTRACE_XDATA_CALLID);
+    for (int i = 0; i < N_KEYS; i++)
+        dict_del(x, keys[i]);
     return x;
 }
 
@@ -158,6 +165,10 @@ static int iots_start(xlator_t *this, call_frame_t *frame, enum iot_disk_kind ki
         if (dict_get_uint64(xdata, IOTRACE_XDATA_CALLID, &callid) == 0)
             l->info.callid = callid;
     }
+    l->uid = IOTS_UID_NONE;
+    uint32_t uid;
+    if (xdata && dict_get_uint32(xdata, IOTRACE_XDATA_UID, &uid) == 0)
+        l->uid = uid;
     if ((flags & IOTRACE_FOP_UNNAME) && loc && loc->inode)
         l->stale = inode_ref(loc->inode);
     frame->local = l;
@@ -174,13 +185,18 @@ static void iots_finish(xlator_t *this, call_frame_t *frame, int32_t op_ret, int
         return;
     struct iots_priv *p = this->private;
     l->info.result = op_ret >= 0 ? (int64_t)op_ret : -(int64_t)op_errno;
-    iot_disk_end(p->srv, &l->op, &l->info);
+    if (l->uid == IOTS_UID_NONE)
+        iot_disk_end(p->srv, &l->op, &l->info);
+    else
+        iot_disk_end_user(p->srv, &l->op, &l->info, l->uid);
     if (debug_on(this))
         gf_log(this->name, GF_LOG_DEBUG,
                "disk %s object=0x%" PRIx64 " offset=%" PRId64 " length=%" PRIu64
-               " result=%" PRId64 " job=%s callid=0x%" PRIx64 " tid=%d",
+               " result=%" PRId64 " job=%s uid=%" PRId64 " callid=0x%" PRIx64 " tid=%d",
                kind_name(l->info.kind), l->info.object, l->info.offset, l->info.length,
-               l->info.result, l->info.job ? l->info.job : "-", l->info.callid, (int)gettid());
+               l->info.result, l->info.job ? l->info.job : "-",
+               l->uid == IOTS_UID_NONE ? (int64_t)-1 : (int64_t)l->uid, l->info.callid,
+               (int)gettid());
     if (l->stale) {
         if (op_ret >= 0)
             inode_ctx_del(l->stale, this, NULL);

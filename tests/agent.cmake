@@ -60,7 +60,8 @@ if(TARGET iotrace-collector)
   add_test(NAME agent.other_users
            COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/users_test.py
                    $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
-                   $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
+                   $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>
+                   $<TARGET_FILE:server_api_demo>)
   set_tests_properties(agent.other_users PROPERTIES TIMEOUT 120 LABELS agent SKIP_RETURN_CODE 77
                        ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
 endif()

@@ -18,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testlib import check, failures, free_port  # noqa: E402
 
-COLLECTOR, AGENT, PRODUCER, EXPORT = sys.argv[1:5]
+COLLECTOR, AGENT, PRODUCER, EXPORT, SERVER_DEMO = sys.argv[1:6]
 NOBODY = 65534
 
 
@@ -111,19 +111,32 @@ def main():
         produce("shared", 4, "nobody")
         produce("mine", 3, "nobody")
         produce("forged", 2, "nobody", "--bad", "sender")
+        # A storage server (root) serving requests whose CallID tags name
+        # 'shared': 3 for uid 0, 2 for nobody, 1 naming no user.
+        # The same server run by nobody speaks for nobody alone, whatever
+        # its tags say: its 6 are nobody's.
+        for user in (None, "nobody"):
+            cmd = [SERVER_DEMO, "brick-" + (user or "root"), "users", "shared"]
+            r = subprocess.run(as_nobody(cmd) if user else cmd, capture_output=True, text=True,
+                               env=dict(os.environ, IOTRACE_AGENT="ipc://" + sock, IOTRACE_NODE="n1"))
+            check(r.returncode == 0 and "recorded 6 dropped 0" in r.stdout,
+                  f"server demo as {user or 'root'}: {r.stdout} {r.stderr}")
+        want_disk = {"shared": 4, "shared~u65534": 8}
 
         want = {("shared", 0): 50, ("shared~u65534", NOBODY): 40, ("mine", NOBODY): 30}
         got = collections.Counter()
         deadline = time.time() + 30
         while time.time() < deadline:
             r = subprocess.run([EXPORT, "--store", store, "--jsonl", "-"], capture_output=True, text=True)
-            got = collections.Counter((e["job"], e["uid"]) for e in map(json.loads, r.stdout.splitlines())
-                                      if e["kind"] in ("mpiio", "posix"))
-            if sum(got.values()) >= sum(want.values()):
+            events = list(map(json.loads, r.stdout.splitlines()))
+            got = collections.Counter((e["job"], e["uid"]) for e in events if e["kind"] in ("mpiio", "posix"))
+            disk = collections.Counter(e["job"] for e in events if e["kind"] == "disk")
+            if sum(got.values()) >= sum(want.values()) and sum(disk.values()) >= 12:
                 break
             time.sleep(0.2)
         time.sleep(0.5)
         check(dict(got) == want, f"events per (job, uid): {dict(got)}, expected {want}")
+        check(dict(disk) == want_disk, f"disk operations per job: {dict(disk)}, expected {want_disk}")
         check("processes of uid 65534 name it too" in r.stderr, "no warning about the shared job: " + r.stderr)
         r = subprocess.run([EXPORT, "--store", store, "--list-jobs"], capture_output=True, text=True)
         check(sorted(line.split()[0] for line in r.stdout.splitlines()) == ["mine", "shared", "shared~u65534"],
@@ -147,6 +160,8 @@ def main():
         print("files kept in", tmp)
         sys.exit(1)
     print("ok: root's job 'shared' 50 events; nobody's 'shared' kept apart (40) and 'mine' (30); "
+          "disk operations tagged 'shared': root's 3 and the untagged user's 1 in 'shared', nobody's 2 "
+          "and all 6 of a server nobody runs kept apart; "
           "2 batches naming a sender refused")
     subprocess.run(["rm", "-rf", tmp])
 

@@ -424,12 +424,20 @@ static int read_posix(struct reader *r, uint32_t prod, const Iotrace__PosixEvent
     return 0;
 }
 
-/* Disk events name their job through the batch's own dictionary. */
-static int intern_jobs(struct reader *r, const iot_body *body, uint32_t *map)
+/* Disk events name their job through the batch's own dictionary, and
+ * (job_uid) the user whose CallID tag named it, who is held to the same
+ * rule as a process naming a job.  Only a storage server run by root (a
+ * brick) speaks for other users: one that another user runs speaks for
+ * that user whatever its tags say. */
+static int intern_jobs(struct reader *r, uint32_t prod, const iot_body *body, uint32_t *map)
 {
-    for (size_t j = 0; j < body->n_jobs; j++)
-        if ((map[j] = xp_intern(&r->d->jobs, body->jobs[j])) == UINT32_MAX)
+    int64_t server_uid = r->d->producers[prod].uid;
+    for (size_t j = 0; j < body->n_jobs; j++) {
+        uint32_t tag = body->n_job_uid ? body->job_uid[j] : UINT32_MAX;
+        int64_t uid = server_uid > 0 ? server_uid : tag == UINT32_MAX ? -1 : (int64_t)tag;
+        if ((map[j] = job_of(r->d, body->jobs[j], uid)) == UINT32_MAX)
             return iot_fail(r->err, r->errlen, "out of memory");
+    }
     return 0;
 }
 
@@ -437,7 +445,7 @@ static int read_disk(struct reader *r, uint32_t prod, const iot_body *body)
 {
     const Iotrace__DiskEvents *t = body->disk;
     uint32_t *jobs = calloc(body->n_jobs + 1, sizeof *jobs);
-    if (!jobs || intern_jobs(r, body, jobs) < 0) {
+    if (!jobs || intern_jobs(r, prod, body, jobs) < 0) {
         free(jobs);
         return iot_fail(r->err, r->errlen, "out of memory");
     }

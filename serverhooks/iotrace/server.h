@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define IOT_SERVER_API_VERSION 1
+#define IOT_SERVER_API_VERSION 2 /* 2: iot_disk_end_user() */
 
 /* Operation kinds, as they appear in exports ("func").  The values are the
  * function ids of the wire format (proto/functions.tsv). */
@@ -95,6 +95,14 @@ struct iot_disk_info {
 
 void iot_disk_begin(struct iot_disk_op *op);
 void iot_disk_end(iot_server *srv, const struct iot_disk_op *op, const struct iot_disk_info *info);
+
+/* The same, for an operation whose job's tag also named the user it was
+ * made for (what the GlusterFS client translator sends): readers give a job
+ * to the user who named it first and keep another user's operations naming
+ * it apart, as JOB~uUID, so a user cannot pass disk operations off as
+ * another user's job.  With iot_disk_end the job is taken by name alone. */
+void iot_disk_end_user(iot_server *srv, const struct iot_disk_op *op,
+                       const struct iot_disk_info *info, uint32_t uid);
 
 /* Operations recorded, and dropped because a buffer was full. */
 void iot_server_counts(const iot_server *srv, uint64_t *recorded, uint64_t *dropped);

@@ -10,7 +10,8 @@ the job whose byte range (a collective call's: its group's) covers the disk
 operation's, and replica and disperse must show their fan-out. Then: a
 plain process writing to the mount (recorded, no CallID); two users at once
 (root and nobody, bench_fuse_ops publishing CallIDs in each one's own
-registry): each user's requests carry that user's job and CallIDs; nobody's
+registry): each user's requests carry that user's job and CallIDs (and
+nobody's requests naming root's job are kept apart as JOB~u65534); nobody's
 registry truncated to 0 under the FUSE client (it keeps serving, requests
 go untagged), then replaced (tagged again); a client mounted without
 iotrace-client (recorded, no CallID), and the agent down (the bricks keep
@@ -252,6 +253,13 @@ def check_users(bins, dep, vol):
     if st.st_uid != NOBODY or st.st_mode & 0o777 != 0o600:
         fail(f"nobody's registry {reg}: uid {st.st_uid} mode {st.st_mode & 0o777:o}")
     print(f"ok: root's and nobody's requests tagged from their own registries ({n} writes each)")
+
+    # nobody names root's job: the tags say whose registry they came from
+    # (iotrace.uid), and the readers keep nobody's disk operations apart.
+    path, brick_path = user_file(vol, NOBODY, "x")
+    bench_tagged(bins, NOBODY, dep, path, jobs[0])
+    check_tags(disk_writes(dep, brick_path, n), f"{jobs[0]}~u{NOBODY}", "nobody naming root's job")
+    print(f"ok: nobody's {n} writes naming root's job {jobs[0]} kept apart as {jobs[0]}~u{NOBODY}")
 
     # Truncated under the FUSE client, which has it open: lookups at once
     # and after the client has looked at the name again.

@@ -8,8 +8,13 @@
  * while A is still running (B outlasts A: they cross), C inside B after A,
  * D after all; CallIDs 1 to 4.
  *
+ * With N = "users", it records operations of job J the way a brick does
+ * for requests of several users: 3 tagged by uid 0, 2 by uid 65534 and 1
+ * whose tag named no user (iot_disk_end_user, iot_disk_end).
+ *
  * usage: server_api_demo SERVER_ID N J
- *        server_api_demo SERVER_ID overlap */
+ *        server_api_demo SERVER_ID overlap
+ *        server_api_demo SERVER_ID users J */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +74,22 @@ static void finish(struct iot_disk_op *op, uint64_t callid)
                                                   .job = "overlap", .callid = callid});
 }
 
+static void users(const char *job)
+{
+    static const uint32_t uids[] = {0, 65534, 0, 65534, 0, UINT32_MAX};
+    for (size_t i = 0; i < sizeof uids / sizeof uids[0]; i++) {
+        struct iot_disk_op op;
+        iot_disk_begin(&op);
+        struct iot_disk_info info = {.kind = IOT_DISK_WRITEV, .object = objects[0],
+                                     .offset = (int64_t)i * 4096, .length = 4096,
+                                     .result = 4096, .job = job, .callid = i + 1};
+        if (uids[i] == UINT32_MAX)
+            iot_disk_end(srv, &op, &info);
+        else
+            iot_disk_end_user(srv, &op, &info, uids[i]);
+    }
+}
+
 static void overlapping(void)
 {
     struct iot_disk_op a, b, c, d;
@@ -92,11 +113,15 @@ static void overlapping(void)
 int main(int argc, char **argv)
 {
     int overlap = argc == 3 && strcmp(argv[2], "overlap") == 0;
+    const char *users_job = argc == 4 && strcmp(argv[2], "users") == 0 ? argv[3] : NULL;
     if (argc != 4 && !overlap) {
-        fprintf(stderr, "usage: %s SERVER_ID N J\n       %s SERVER_ID overlap\n", argv[0],
-                argv[0]);
+        fprintf(stderr,
+                "usage: %s SERVER_ID N J\n       %s SERVER_ID overlap\n"
+                "       %s SERVER_ID users J\n",
+                argv[0], argv[0], argv[0]);
         return 2;
     }
+    overlap |= users_job != NULL; /* no worker threads */
     n_ops = overlap ? 0 : atol(argv[2]);
     n_jobs = overlap ? 1 : atol(argv[3]);
     char err[256];
@@ -113,7 +138,9 @@ int main(int argc, char **argv)
     objects[0] = iot_server_object(srv, "/even.dat");
     objects[1] = iot_server_object(srv, "/odd.dat");
     pthread_t t[2];
-    if (overlap)
+    if (users_job)
+        users(users_job);
+    else if (overlap)
         overlapping();
     for (long k = 0; k < 2 && !overlap; k++)
         pthread_create(&t[k], NULL, worker, (void *)(intptr_t)k);

@@ -183,12 +183,15 @@ static void parse_options(struct agent *a, int argc, char **argv)
         {"node", 'n', IOT_OPT_STRING, &c->node, "NAME",
          "node name sent to the collector (default: short host name)"},
         {"max-pending", 0, IOT_OPT_SIZE, &c->max_pending, "SIZE",
-         "bytes of unacknowledged batches to hold; when reached, the agent stops reading "
-         "from producers, which then drop and count (default 256M)"},
+         "bytes of unacknowledged batches to hold; beyond it the agent keeps each batch it "
+         "takes as a drop record of its events (agent_full) in a reserve of an eighth more, "
+         "and stops reading from producers, which then drop and count, only when that is "
+         "full too (default 256M)"},
         {"max-pending-per-user", 0, IOT_OPT_SIZE, &c->max_pending_user, "SIZE",
          "bytes of unacknowledged batches one local user may hold; beyond it the agent "
-         "drops that user's batches (counted as over_quota, and their events as lost in the "
-         "store) and keeps reading, so that on a node shared by several users none can fill "
+         "keeps that user's batches as drop records of their events (over_quota) while they "
+         "fit in an eighth more, then drops them (their events show as lost), and keeps "
+         "reading for the others, so that on a node shared by several users none can fill "
          "the store for the others (default: --max-pending, no separate limit)"},
         {"credit-timeout", 0, IOT_OPT_STRING, &c->credit_timeout, "DURATION",
          "reconnect and resend if the collector sends no WELCOME or acknowledgement for "
@@ -384,21 +387,28 @@ static int start(struct agent *a)
     return 0;
 }
 
+/* Full, the agent keeps reading and keeps each batch as a drop record in
+ * the store's reserve (intake.c); only when that is taken too does it stop
+ * reading, and producers' own sends fail and are counted there. */
 static void note_backpressure(struct agent *a)
 {
-    int full = spool_full(&a->spool);
-    if (full && !a->full_logged)
-        iot_warn("pending store full (%zu batches, %llu bytes): not reading from producers "
-                 "until the collector acknowledges",
+    int full = spool_full(&a->spool) + spool_reserve_full(&a->spool);
+    if (full > a->full_logged && full == 1)
+        iot_warn("pending store full (%zu batches, %llu bytes): batches are kept as drop records "
+                 "of their events (agent_full) until the collector acknowledges",
                  a->spool.count, (unsigned long long)a->spool.bytes);
-    else if (!full && a->full_logged)
-        iot_info("pending store below its limit again; reading from producers");
+    if (full > a->full_logged && full == 2)
+        iot_warn("pending store and its reserve full (%zu batches, %llu bytes): not reading from "
+                 "producers until the collector acknowledges",
+                 a->spool.count, (unsigned long long)a->spool.bytes);
+    if (!full && a->full_logged)
+        iot_info("pending store below its limit again");
     a->full_logged = full;
 }
 
 static void take_from_producers(struct agent *a, int limit)
 {
-    for (int i = 0; i < limit && !spool_full(&a->spool); i++)
+    for (int i = 0; i < limit && !spool_reserve_full(&a->spool); i++)
         if (intake_take(&a->intake, &a->spool, &a->stats) <= 0)
             break;
     note_backpressure(a);
@@ -463,7 +473,7 @@ static int run(struct agent *a)
         int n = 0;
         items[n++] = (zmq_pollitem_t){.fd = a->sigfd, .events = ZMQ_POLLIN};
         int intake_at = -1;
-        if (a->intake_open && !spool_full(&a->spool)) {
+        if (a->intake_open && !spool_reserve_full(&a->spool)) {
             intake_at = n;
             items[n++] = (zmq_pollitem_t){.socket = a->intake.sock, .events = ZMQ_POLLIN};
         }

@@ -80,6 +80,7 @@ int intake_open(struct intake *in, void *zctx, const char *endpoint, const char 
     }
     in->bad_log.interval_ns = 1000000000;
     in->quota_log.interval_ns = 10000000000;
+    in->discard_log.interval_ns = 10000000000;
     const char *ipc_path = NULL;
     if (!strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@') {
         ipc_path = endpoint + 6;
@@ -166,6 +167,72 @@ static int peer_credentials(zmq_msg_t *msg, Iotrace__Sender *out)
     return 1;
 }
 
+/* What the agent keeps of a batch it has no room for: the same producer,
+ * epoch and seq, the same running total (Body.made_through), its drop
+ * records and file names (later batches name files by id only), and its
+ * events as one more drop record of `reason`.  A few hundred bytes, so a
+ * full agent keeps reading: its producers' queues in its socket stay empty,
+ * and what a process sent just before it exited is counted in the store
+ * with its job instead of vanishing with the connection.  NULL when the
+ * body cannot be decoded or memory is short. */
+static uint8_t *drop_record_of(const iot_batch *b, int reason, size_t *len)
+{
+    char err[160];
+    iot_body *body = iot_wire_body(b, err, sizeof err);
+    if (!body)
+        return NULL;
+    uint64_t events = (body->mpiio ? body->mpiio->n_func : 0) +
+                      (body->posix ? body->posix->n_func : 0) +
+                      (body->disk ? body->disk->n_func : 0);
+    Iotrace__Drop **drops = malloc((body->n_drops + 1) * sizeof *drops);
+    uint8_t *out = NULL;
+    if (drops) {
+        Iotrace__Drop lost = IOTRACE__DROP__INIT;
+        int64_t now = iot_now_ns();
+        lost.reason = reason;
+        lost.count = events;
+        lost.t_first = lost.t_last = (uint64_t)now;
+        memcpy(drops, body->drops, body->n_drops * sizeof *drops);
+        iot_body kept = IOTRACE__BODY__INIT;
+        kept.n_files = body->n_files;
+        kept.files = body->files;
+        kept.drops = drops;
+        kept.n_drops = body->n_drops;
+        if (events)
+            drops[kept.n_drops++] = &lost;
+        kept.made_through = body->made_through;
+        if (iot_wire_encode(b->producer, b->epoch, b->seq, &kept, &out, len, err, sizeof err) < 0)
+            out = NULL;
+    }
+    free(drops);
+    iot_wire_free_body(body);
+    return out;
+}
+
+/* Stores the drop record of a batch there is no room for, if there is room
+ * for that (`room`); otherwise it is dropped, and its events show in the
+ * store as lost once a later batch of its producer arrives. */
+static int keep_as_drops(struct intake *in, const iot_batch *b, int reason, int room,
+                         const char *key, const uint8_t *tail, size_t tail_len, struct spool *sp,
+                         struct agent_stats *st)
+{
+    size_t len = 0;
+    uint8_t *rec = room ? drop_record_of(b, reason, &len) : NULL;
+    int ok = rec && spool_push_tail(sp, key, b->epoch, b->seq, rec, len, tail, tail_len) == 0;
+    free(rec);
+    if (ok) {
+        st->received++;
+        return INTAKE_TAKEN;
+    }
+    st->discarded++;
+    uint64_t held_back = 0;
+    if (ratelimit_allow(&in->discard_log, iot_mono_ns(), &held_back))
+        iot_warn("no room even for the drop record of a batch of %s: dropped, its events count "
+                 "as lost (%llu more since the last report)",
+                 key, (unsigned long long)held_back);
+    return INTAKE_REFUSED;
+}
+
 int intake_accept(struct intake *in, const uint8_t *data, size_t len,
                   const Iotrace__Sender *sender, int may_defer, struct spool *sp,
                   struct agent_stats *st)
@@ -184,6 +251,7 @@ int intake_accept(struct intake *in, const uint8_t *data, size_t len,
     if (sender)
         tail_len += iot_wire_sender_field(sender, tail + in->via_len);
     int rc = INTAKE_REFUSED;
+    uint64_t user_bytes = sender && in->max_user_bytes ? spool_user_bytes(sp, sender->uid) : 0;
     if (b->sender) {
         st->invalid++;
         report_invalid(in, "the batch names its sender, which only the agent may do");
@@ -197,18 +265,26 @@ int intake_accept(struct intake *in, const uint8_t *data, size_t len,
     } else if (iot_wire_producer_key(b->producer, sender, key, sizeof key) < 0) {
         st->invalid++;
         report_invalid(in, "producer identity too long");
-    } else if (sender && in->max_user_bytes &&
-               spool_user_bytes(sp, sender->uid) >= in->max_user_bytes) {
+    } else if ((in->max_user_bytes && user_bytes >= in->max_user_bytes) || spool_full(sp)) {
+        int quota = in->max_user_bytes && user_bytes >= in->max_user_bytes;
         if (may_defer) {
             rc = INTAKE_DEFERRED;
         } else {
-            st->over_quota++;
+            /* A user at its limit gets an eighth more for drop records, so
+             * that it cannot take the whole reserve from the others. */
+            int room = !spool_reserve_full(sp) &&
+                       (!quota || user_bytes < in->max_user_bytes + in->max_user_bytes / 8);
+            *(quota ? &st->over_quota : &st->store_full) += 1;
+            rc = keep_as_drops(in, b,
+                               quota ? IOTRACE__DROP_REASON__DROP_OVER_QUOTA
+                                     : IOTRACE__DROP_REASON__DROP_AGENT_FULL,
+                               room, key, tail, tail_len, sp, st);
             uint64_t held_back = 0;
-            if (ratelimit_allow(&in->quota_log, iot_mono_ns(), &held_back))
+            if (quota && ratelimit_allow(&in->quota_log, iot_mono_ns(), &held_back))
                 iot_warn("user %u holds %llu bytes of pending batches, its limit is %llu "
-                         "(--max-pending-per-user): batch dropped, its events count as lost "
-                         "(%llu more dropped since the last report)",
-                         sender->uid, (unsigned long long)spool_user_bytes(sp, sender->uid),
+                         "(--max-pending-per-user): its batches are kept as drop records "
+                         "(over_quota) (%llu more since the last report)",
+                         sender->uid, (unsigned long long)user_bytes,
                          (unsigned long long)in->max_user_bytes, (unsigned long long)held_back);
         }
     } else if (spool_push_tail(sp, key, b->epoch, b->seq, data, len, tail, tail_len) < 0) {

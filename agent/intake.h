@@ -20,10 +20,10 @@ struct intake {
     uint8_t tail[IOT_WIRE_VIA_MAX + 3 + IOT_WIRE_SENDER_MAX];
     size_t via_len;
     /* Bytes of pending batches one local user may hold (0: no limit); once
-     * it holds that much, its next batch is dropped, and shows in the store as lost events of
-     * its producer (Body.made_through). */
+     * it holds that much, its batches are kept as drop records (over_quota)
+     * while they fit in an eighth more. */
     uint64_t max_user_bytes;
-    struct ratelimit quota_log;
+    struct ratelimit quota_log, discard_log;
     /* The socket file this agent made, removed when it closes unless
      * another agent has replaced it since; path empty: none. */
     char ipc_path[108];
@@ -44,10 +44,13 @@ int intake_open(struct intake *in, void *zctx, const char *endpoint, const char 
 enum { INTAKE_TAKEN, INTAKE_REFUSED, INTAKE_DEFERRED };
 
 /* Checks one batch's envelope and puts it in the pending store, stamped
- * with this node and, when known, its sender.  INTAKE_REFUSED: invalid,
- * counted and logged (or, without may_defer, dropped over the sender's
- * quota or for want of memory, counted).  INTAKE_DEFERRED (may_defer only):
- * no room for it now; the caller keeps it and tries again later. */
+ * with this node and, when known, its sender.  With the store full, or its
+ * user at --max-pending-per-user, the batch is kept as a drop record of its
+ * events (agent_full, over_quota) in the store's reserve, INTAKE_TAKEN.
+ * INTAKE_REFUSED: invalid, counted and logged (or, without may_defer, no
+ * room even for the drop record, or no memory: counted as discarded).
+ * INTAKE_DEFERRED (may_defer only): no room for it now; the caller keeps it
+ * and tries again later. */
 int intake_accept(struct intake *in, const uint8_t *data, size_t len,
                   const Iotrace__Sender *sender, int may_defer, struct spool *sp,
                   struct agent_stats *st);

@@ -49,6 +49,13 @@ int spool_full(const struct spool *s)
            (s->journal && s->journal->disk_bytes >= s->max_bytes + s->max_bytes / 4);
 }
 
+int spool_reserve_full(const struct spool *s)
+{
+    uint64_t reserve = s->max_bytes / 8;
+    return s->bytes >= s->max_bytes + reserve ||
+           (s->journal && s->journal->disk_bytes >= s->max_bytes + s->max_bytes / 4 + reserve);
+}
+
 /* Doubling keeps chains short; a failed resize just leaves them longer. */
 static void grow(struct spool *s)
 {

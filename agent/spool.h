@@ -54,6 +54,11 @@ void spool_free(struct spool *s);
  * others still take room): the caller stops taking batches. */
 int spool_full(const struct spool *s);
 
+/* True once even the reserve above the limit is taken: the room kept for
+ * the small batches a full agent makes of those it has no room for
+ * (intake.c), so that it can keep reading from producers. */
+int spool_reserve_full(const struct spool *s);
+
 /* Appends a copy of a batch.  Returns -1 only when out of memory. */
 int spool_push(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
                const void *data, size_t len);

@@ -25,11 +25,13 @@ void stats_log(const struct agent_stats *st, const struct spool *sp, int force)
         snprintf(spool, sizeof spool, "spool_bytes=%llu spool_errors=%llu",
                  (unsigned long long)sp->journal->disk_bytes,
                  (unsigned long long)sp->journal->write_errors);
-    iot_info("stats: received=%llu invalid=%llu over_quota=%llu forwarded=%llu resent=%llu "
+    iot_info("stats: received=%llu invalid=%llu over_quota=%llu store_full=%llu discarded=%llu "
+             "forwarded=%llu resent=%llu "
              "acked=%llu duplicate=%llu rejected=%llu pending=%zu pending_bytes=%llu %s "
              "reconnects=%llu clock_samples=%llu clock_offset_ns=%s clock_rtt_ns=%s",
              (unsigned long long)st->received, (unsigned long long)st->invalid,
-             (unsigned long long)st->over_quota,
+             (unsigned long long)st->over_quota, (unsigned long long)st->store_full,
+             (unsigned long long)st->discarded,
              (unsigned long long)st->forwarded, (unsigned long long)st->resent,
              (unsigned long long)st->acked, (unsigned long long)st->duplicates,
              (unsigned long long)st->rejected, sp->count, (unsigned long long)sp->bytes, spool,

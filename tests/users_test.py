@@ -29,9 +29,10 @@ def as_nobody(cmd):
 def quota(tmp):
     """One user cannot fill the agent's store for the others: with the
     collector down, user nobody's producer runs into --max-pending-per-user
-    and its further batches are dropped (over_quota) while root's are still
-    taken; once the collector is back, what was dropped shows in the store as
-    lost events of nobody's job, and stored + lost = made."""
+    and its further batches are kept as drop records (over_quota; beyond an
+    eighth more dropped, their events then found lost) while root's are
+    still taken; once the collector is back, the store counts them in
+    nobody's job, and stored + over_quota + lost = made."""
     port = free_port()
     store, sock = os.path.join(tmp, "store2"), os.path.join(tmp, "run", "agent2.sock")
     log = open(os.path.join(tmp, "quota.log"), "wb")
@@ -64,15 +65,70 @@ def quota(tmp):
             if sum(n for (j, _), n in got.items() if j == "greedy") >= made and got[("polite", False)] == 300:
                 break
             time.sleep(0.3)
-        lost = got[("greedy", "lost")]
-        check(lost > 0, f"nothing of nobody's job was dropped over its quota: {dict(got)}")
-        check(got[("greedy", False)] + lost == made, f"greedy: stored + lost != made {made}: {dict(got)}")
+        over, lost = got[("greedy", "over_quota")], got[("greedy", "lost")]
+        check(over > 0, f"nothing of nobody's job was dropped over its quota: {dict(got)}")
+        check(got[("greedy", False)] + over + lost == made,
+              f"greedy: stored + over_quota + lost != made {made}: {dict(got)}")
         check(got[("polite", False)] == 300, f"root's batches were not taken: {dict(got)}")
         text = open(os.path.join(tmp, "quota.log"), errors="replace").read()
         check("user 65534 holds" in text and re.search(r"over_quota=[1-9]", text),
               "over-quota drops not logged and counted")
-        print(f"ok: quota: nobody made {made} events, {got[('greedy', False)]} stored, {lost} counted as "
-              f"lost over its quota; root's 300 taken meanwhile")
+        print(f"ok: quota: nobody made {made} events, {got[('greedy', False)]} stored, {over} counted as "
+              f"over_quota, {lost} as lost; root's 300 taken meanwhile")
+    finally:
+        a.terminate()
+        a.wait()
+        if c:
+            c.terminate()
+            c.wait()
+        log.close()
+
+
+def full(tmp):
+    """A full agent keeps reading: with the collector down, a producer's
+    batches beyond --max-pending are kept as drop records (agent_full), the
+    producer exits, and once the collector is back the store accounts for
+    every event it made, in its job: stored + agent_full = made."""
+    port = free_port()
+    store, sock = os.path.join(tmp, "store3"), os.path.join(tmp, "run", "agent3.sock")
+    log = open(os.path.join(tmp, "full.log"), "wb")
+    a = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen", "ipc://" + sock,
+                          "--node", "n3", "--state-dir", "none", "--stats-interval", "0.2s",
+                          "--max-pending", "1M"], stderr=log)
+    c = None
+    try:
+        while not os.path.exists(sock):
+            time.sleep(0.05)
+        batches, per = 300, 1000
+        r = subprocess.run([PRODUCER, "--agent", "ipc://" + sock, "--node", "n3", "--job", "flood",
+                            "--batches", str(batches), "--events-per-batch", str(per), "--rate", "100000"],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, "producer: " + r.stderr)
+        made = batches * per
+        c = subprocess.Popen([COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store", store,
+                              "--http", "off"], stderr=log)
+        deadline = time.time() + 30
+        got = collections.Counter()
+        while time.time() < deadline:
+            r = subprocess.run([EXPORT, "--store", store, "--jsonl", "-"], capture_output=True, text=True)
+            got = collections.Counter()
+            for e in map(json.loads, r.stdout.splitlines()):
+                got[e["kind"] == "drop" and e["reason"]] += e["dropped"] if e["kind"] == "drop" else 1
+            if sum(got.values()) >= made:
+                break
+            time.sleep(0.3)
+        time.sleep(0.5)
+        check(got["agent_full"] > 0, f"nothing kept as agent_full drop records: {dict(got)}")
+        check(got[False] + got["agent_full"] == made and len(got) == 2,
+              f"stored + agent_full != made {made}: {dict(got)}")
+        r = subprocess.run([EXPORT, "--store", store, "--list-jobs"], capture_output=True, text=True)
+        check(f"dropped={got['agent_full']}" in r.stdout.replace(" ", "").replace(",", "")
+              or str(got["agent_full"]) in r.stdout, "--list-jobs does not show the drops: " + r.stdout)
+        text = open(os.path.join(tmp, "full.log"), errors="replace").read()
+        check("batches are kept as drop records" in text and re.search(r"store_full=[1-9]", text),
+              "full store not logged and counted")
+        print(f"ok: full agent: made {made} events, {got[False]} stored, {got['agent_full']} counted as "
+              f"agent_full, none unexplained")
     finally:
         a.terminate()
         a.wait()
@@ -151,6 +207,7 @@ def main():
         c.wait()
         log.close()
     quota(tmp)
+    full(tmp)
     text = open(os.path.join(tmp, "daemons.log"), errors="replace").read()
     check("the batch names its sender, which only the agent may do" in text,
           "the forged sender was not refused:\n" + text[-3000:])

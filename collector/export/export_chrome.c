@@ -69,7 +69,7 @@ struct run {
     size_t n_prods;
     int64_t origin;
     int origin_set, any_written;
-    uint64_t lost_by_reason[6]; /* the last one: reasons this build does not know */
+    uint64_t lost_by_reason[XP_DROP_REASONS + 1]; /* the last one: reasons this build does not know */
 };
 
 static int fail(struct run *s, const char *fmt, const char *a)

@@ -45,7 +45,7 @@ struct column {
     X(t_end, COL_INT, NULL, "end, same clock; -1 when not known") \
     X(coll_seq, COL_INT, NULL, "collective calls: the sequence number shared by the ranks' parts of one collective on one file; 0 otherwise") \
     X(server, COL_STR, NULL, "disk operations: the storage server (brick) that did it; null otherwise") \
-    X(reason, COL_STR, "buffer_full|send_failed|internal|unreadable|lost", "drop records: why the events were lost; null otherwise") \
+    X(reason, COL_STR, "buffer_full|send_failed|internal|unreadable|lost|agent_full|over_quota", "drop records: why the events were lost; null otherwise") \
     X(dropped, COL_INT, NULL, "drop records: how many events were lost; 0 otherwise")
 
 enum {
@@ -62,8 +62,8 @@ static const struct column columns[N_COLS] = {
 };
 
 static const char *const kind_names[] = {"mpiio", "posix", "disk", "drop"};
-const char *const xp_drop_reasons[XP_DROP_REASONS] = {"buffer_full", "send_failed", "internal",
-                                                     "unreadable", "lost"};
+const char *const xp_drop_reasons[XP_DROP_REASONS] = {
+    "buffer_full", "send_failed", "internal", "unreadable", "lost", "agent_full", "over_quota"};
 
 struct value {
     const char *s; /* COL_STR; NULL: none */

@@ -21,7 +21,7 @@ int xp_rows_write(struct xp_rows *w, const struct xp_data *d, const struct xp_ev
 int xp_rows_close(struct xp_rows *w);
 
 /* The drop reasons' names, by Iotrace__DropReason value. */
-#define XP_DROP_REASONS 5
+#define XP_DROP_REASONS 7
 extern const char *const xp_drop_reasons[XP_DROP_REASONS];
 
 /* One row as a JSON object (for other formats that carry the same fields,

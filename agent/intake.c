@@ -89,9 +89,11 @@ int intake_open(struct intake *in, void *zctx, const char *endpoint, const char 
     }
     in->sock = zmq_socket(zctx, ZMQ_PULL);
     int hwm = INTAKE_RCVHWM, linger = 0;
-    /* A message larger than any batch may be is refused by ZeroMQ itself,
-     * which drops the connection before the bytes reach memory. */
-    int64_t max = (int64_t)IOT_WIRE_MAX_BATCH;
+    /* A message larger than a producer's batch may be is refused by
+     * ZeroMQ itself, which drops the connection before the bytes reach
+     * memory; with the queue's 100 batches that bounds what one connection
+     * holds (docs/agent.md, "Flow control"). */
+    int64_t max = (int64_t)IOT_WIRE_MAX_PRODUCER_BATCH;
     zmq_setsockopt(in->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
     zmq_setsockopt(in->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(in->sock, ZMQ_LINGER, &linger, sizeof linger);

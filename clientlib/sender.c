@@ -45,6 +45,15 @@ struct disk_cols {
     int64_t *offset, *t_start, *ret;
 };
 
+/* Every column of the three tables: X(table, column). */
+#define EACH_COLUMN(X)                                                                          \
+    X(m, func) X(m, tid) X(m, callid) X(m, file) X(m, bytes) X(m, xfer) X(m, duration)          \
+    X(m, coll_seq) X(m, offset) X(m, t_start) X(m, ret)                                         \
+    X(p, func) X(p, tid) X(p, callid) X(p, file) X(p, bytes) X(p, duration) X(p, offset)        \
+    X(p, t_start) X(p, ret)                                                                     \
+    X(d, func) X(d, tid) X(d, job) X(d, callid) X(d, file) X(d, bytes) X(d, duration)           \
+    X(d, offset) X(d, t_start) X(d, ret)
+
 /* Per-batch job dictionary of disk events; jobs[0] is "" (none). */
 #define MAX_BATCH_JOBS 256
 
@@ -128,21 +137,11 @@ static int alloc_columns(size_t cap)
 {
     if (s.cap) /* kept across fork */
         return 0;
-    void **cols[] = {(void **)&s.m.func,     (void **)&s.m.tid,    (void **)&s.m.callid,
-                     (void **)&s.m.file,     (void **)&s.m.bytes,  (void **)&s.m.xfer,
-                     (void **)&s.m.duration, (void **)&s.m.coll_seq, (void **)&s.m.offset,
-                     (void **)&s.m.t_start,  (void **)&s.m.ret,    (void **)&s.p.func,
-                     (void **)&s.p.tid,      (void **)&s.p.callid, (void **)&s.p.file,
-                     (void **)&s.p.bytes,    (void **)&s.p.duration, (void **)&s.p.offset,
-                     (void **)&s.p.t_start,  (void **)&s.p.ret,    (void **)&s.d.func,
-                     (void **)&s.d.tid,      (void **)&s.d.job,    (void **)&s.d.callid,
-                     (void **)&s.d.file,     (void **)&s.d.bytes,  (void **)&s.d.duration,
-                     (void **)&s.d.offset,   (void **)&s.d.t_start, (void **)&s.d.ret};
-    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
-        *cols[i] = calloc(cap, sizeof(uint64_t));
-        if (!*cols[i])
-            return -1;
-    }
+#define ALLOC(t, c)                                                                             \
+    if (!(s.t.c = calloc(cap, sizeof *s.t.c)))                                                  \
+        return -1;
+    EACH_COLUMN(ALLOC)
+#undef ALLOC
     if (!(s.jobs = calloc(MAX_BATCH_JOBS, sizeof *s.jobs)))
         return -1;
     for (size_t i = 0; i < MAX_BATCH_JOBS; i++)
@@ -406,6 +405,8 @@ static int push(const uint8_t *buf, size_t len)
     return s.final ? dropbox_put(buf, len) : -1;
 }
 
+static int split_batch(struct name_entry **names, size_t n_names, int64_t now);
+
 /* Encodes and sends what has accumulated; names ride along with the first
  * batch after they were queued. */
 static void send_batch(struct name_entry **names, int64_t now)
@@ -454,11 +455,14 @@ static void send_batch(struct name_entry **names, int64_t now)
     uint8_t *buf = NULL;
     size_t len = 0;
     char err[160];
-    int ok = iot_wire_encode(&prod, iot_g.epoch, s.seq, &body, &buf, &len, err, sizeof err) == 0 &&
-             push(buf, len) == 0;
+    int ok = iot_wire_encode(&prod, iot_g.epoch, s.seq, &body, &buf, &len, err, sizeof err) == 0;
+    int split = ok && len > IOT_WIRE_MAX_PRODUCER_BATCH;
+    ok = ok && !split && push(buf, len) == 0;
     free(buf);
     free(name_pp);
     free(name_recs);
+    if (split && split_batch(names, n_names, now))
+        return;
 
     if (ok) {
         s.made = body.made_through;
@@ -476,12 +480,60 @@ static void send_batch(struct name_entry **names, int64_t now)
         /* Drop records that did not go out stay queued; the events are lost
          * and say so next time.  Names stay queued too. */
         s.failed_batches++;
-        note_drop(IOTRACE__DROP_REASON__DROP_SEND_FAILED, 0, events);
+        if (events) /* a batch of names only (split_batch) lost none */
+            note_drop(IOTRACE__DROP_REASON__DROP_SEND_FAILED, 0, events);
     }
     s.n_mpiio = s.n_posix = s.n_disk = 0;
     s.n_jobs = 1;
     s.job_uid_known = 0;
     s.last_flush_ns = now;
+}
+
+/* Sends what has accumulated as two batches (each split again if need be)
+ * when one would be larger than an agent takes: half the names on their own
+ * when they are the bulk (a few thousand new files), else the first half of
+ * the events, with the names and drop records, then the rest.  0 when there
+ * is nothing to split. */
+static int split_batch(struct name_entry **names, size_t n_names, int64_t now)
+{
+    size_t m = s.n_mpiio, p = s.n_posix, d = s.n_disk, events = m + p + d;
+    size_t name_bytes = 0;
+    for (struct name_entry *e = *names; e; e = e->next)
+        name_bytes += strlen(e->path) + 16;
+    size_t jobs = s.n_jobs;
+    int uid_known = s.job_uid_known;
+    if (n_names > 1 && (events < 2 || name_bytes >= IOT_WIRE_MAX_PRODUCER_BATCH / 2)) {
+        struct name_entry **cut = names;
+        for (size_t i = 0; i < n_names / 2; i++)
+            cut = &(*cut)->next;
+        struct name_entry *rest = *cut;
+        *cut = NULL;
+        s.n_mpiio = s.n_posix = s.n_disk = 0;
+        send_batch(names, now);
+        struct name_entry **end = names; /* what did not go out stays queued, in order */
+        while (*end)
+            end = &(*end)->next;
+        *end = rest;
+        s.n_mpiio = m, s.n_posix = p, s.n_disk = d;
+    } else if (events >= 2) {
+        size_t half = events / 2;
+        size_t from_m = m < half ? m : half;
+        size_t from_p = p < half - from_m ? p : half - from_m;
+        size_t from_d = half - from_m - from_p;
+        s.n_mpiio = from_m, s.n_posix = from_p, s.n_disk = from_d;
+        send_batch(names, now);
+        size_t left_m = m - from_m, left_p = p - from_p, left_d = d - from_d;
+#define SHIFT(t, c) memmove(s.t.c, s.t.c + from_##t, left_##t * sizeof *s.t.c);
+        EACH_COLUMN(SHIFT)
+#undef SHIFT
+        s.n_mpiio = left_m, s.n_posix = left_p, s.n_disk = left_d;
+    } else {
+        return 0;
+    }
+    s.n_jobs = jobs;
+    s.job_uid_known = uid_known;
+    send_batch(names, now);
+    return 1;
 }
 
 /* ---- sweeping ------------------------------------------------------------- */

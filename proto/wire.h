@@ -28,6 +28,11 @@
 #define IOT_WIRE_VERSION_MIN 1u /* the oldest it reads: stores written since 2026 */
 #define IOT_WIRE_MAX_BATCH (64u << 20) /* largest encoded batch accepted */
 #define IOT_WIRE_MAX_RAW (256u << 20)  /* largest uncompressed body accepted */
+/* Largest batch a producer sends, and all an agent takes from one: with the
+ * 100 batches ZeroMQ may queue per connection, what one connection can hold
+ * of the agent's memory (docs/agent.md, "Flow control").  Producers split a
+ * batch that would be larger. */
+#define IOT_WIRE_MAX_PRODUCER_BATCH (256u << 10)
 /* LZ4_compress_fast's acceleration for bodies.  The coded columns are runs
  * of small values that even a quick match search finds: against the
  * default (1), 4 costs a client's sender 31 fewer instructions per event

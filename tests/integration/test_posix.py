@@ -3,6 +3,7 @@
 fork: the child is a producer of its own and the parent keeps tracing."""
 import collections
 import os
+import re
 import subprocess
 import sys
 
@@ -16,6 +17,41 @@ ROUND = [("open", -1, 0), ("write", 0, 10), ("write", 10, 6), ("pwrite", 100, 8)
          ("read", 0, 16), ("readv", 16, 32), ("fsync", -1, 0), ("fdatasync", -1, 0),
          ("ftruncate", 1000, 0), ("close", -1, 0), ("fopen", -1, 0), ("fwrite", -1, 20),
          ("fread", -1, 20), ("fclose", -1, 0)]
+
+
+def many_names(bins, dep):
+    """A batch larger than an agent takes (IOT_WIRE_MAX_PRODUCER_BATCH, 256 KiB)
+    goes out as several: 3000 files with 194-character random names opened
+    within one flush interval make about 700 KB of names in one batch of
+    32768 records; unsplit, the agent refuses it and the events are lost."""
+    d = os.path.join(dep.tmp, "names")
+    os.mkdir(d)
+    # Random, so that LZ4 cannot make them small.
+    paths = [os.path.join(d, os.urandom(97).hex()) for i in range(3000)]
+    env = dict(os.environ, LD_PRELOAD=bins["preload_prefix"] + bins["client"], IOTRACE_AGENT=dep.endpoint,
+               IOTRACE_JOB_ID="many-names", IOTRACE_FLUSH_MS="3000", IOTRACE_BATCH_EVENTS="32768",
+               IOTRACE_VERBOSE="1", **sanitizer_env(bins))
+    # Python's own allocations are not the library's business.
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    make = "import sys\nfor p in sys.argv[1:]:\n    open(p, 'w').close()\n"
+    res = subprocess.run([sys.executable, "-c", make] + paths, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res
+    report = [line for line in res.stderr.splitlines() if "events:" in line]
+    m = re.search(r"made (\d+) events: (\d+) sent in (\d+) batches", report[-1] if report else "")
+    assert m and m[1] == m[2] and int(m[3]) >= 3, f"not split, or not all sent: {res.stderr[-2000:]}"
+
+    def complete(ev):
+        return len({e["file"] for e in ev if e["kind"] == "posix"} & set(paths)) == len(paths)
+
+    events = dep.wait_for(complete, job="many-names")
+    posix = [e for e in events if e["kind"] == "posix"]
+    assert len(posix) == int(m[1]), f"{len(posix)} events stored of {m[1]} made"
+    assert not any(e["kind"] == "drop" for e in events), [e for e in events if e["kind"] == "drop"]
+    agent_log = open(os.path.join(dep.tmp, "agent.log"), errors="replace").read()
+    assert "rejected a message" not in agent_log, agent_log[-2000:]
+    print(f"ok: {m[1]} events and {len(paths)} file names of ~210 bytes sent in {m[3]} batches, "
+          f"each under 256 KiB, all stored with their names")
 
 
 def main():
@@ -48,6 +84,7 @@ def main():
         creat = [e["func"] for e in posix if e["file"] and e["file"].endswith(".creat")]
         assert creat.count("creat") == 3 and creat.count("openat") == 3, creat
         print(f"ok: {len(posix)} POSIX events, parent and forked child traced")
+        many_names(bins, dep)
     finally:
         dep.stop()
 

@@ -393,11 +393,11 @@ static int start(struct agent *a)
 static void note_backpressure(struct agent *a)
 {
     int full = spool_full(&a->spool) + spool_reserve_full(&a->spool);
-    if (full > a->full_logged && full == 1)
+    if (full > a->full_logged && a->full_logged == 0)
         iot_warn("pending store full (%zu batches, %llu bytes): batches are kept as drop records "
                  "of their events (agent_full) until the collector acknowledges",
                  a->spool.count, (unsigned long long)a->spool.bytes);
-    if (full > a->full_logged && full == 2)
+    if (full == 2 && a->full_logged < 2)
         iot_warn("pending store and its reserve full (%zu batches, %llu bytes): not reading from "
                  "producers until the collector acknowledges",
                  a->spool.count, (unsigned long long)a->spool.bytes);

@@ -226,6 +226,15 @@ static int build_batch(struct producer *p, uint8_t **out, size_t *len)
         fprintf(stderr, "iotrace-producer: encoding failed: %s\n", err);
         return -1;
     }
+    /* An agent takes no larger message (ZeroMQ drops the connection, and
+     * the batch, without a word): fewer events per batch. */
+    if (*len > IOT_WIRE_MAX_PRODUCER_BATCH) {
+        fprintf(stderr, "iotrace-producer: a batch of %zu bytes is over the %u an agent takes; "
+                "use fewer --events-per-batch\n", *len, IOT_WIRE_MAX_PRODUCER_BATCH);
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
     return 0;
 }
 

@@ -194,7 +194,8 @@ static uint8_t *drop_record_of(const iot_batch *b, int reason, size_t *len)
         lost.reason = reason;
         lost.count = events;
         lost.t_first = lost.t_last = (uint64_t)now;
-        memcpy(drops, body->drops, body->n_drops * sizeof *drops);
+        if (body->n_drops)
+            memcpy(drops, body->drops, body->n_drops * sizeof *drops);
         iot_body kept = IOTRACE__BODY__INIT;
         kept.n_files = body->n_files;
         kept.files = body->files;

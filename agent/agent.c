@@ -358,6 +358,12 @@ static int start(struct agent *a)
      * without one. */
     a->intake.max_user_bytes =
         a->cfg.max_pending_user < a->cfg.max_pending ? a->cfg.max_pending_user : 0;
+    /* Tens of bytes per batch counted, plus its file names: a sixteenth of
+     * the store counts hundreds of thousands. */
+    a->intake.tally.max_bytes = a->cfg.max_pending / 16 > (1u << 20) ? a->cfg.max_pending / 16
+                                                                      : (1u << 20);
+    if (a->intake.max_user_bytes)
+        a->intake.tally.max_user_bytes = a->intake.tally.max_bytes / 8;
     a->intake_open = 1;
     char box[4096];
     if (!a->cfg.dropbox[0])
@@ -387,19 +393,21 @@ static int start(struct agent *a)
     return 0;
 }
 
-/* Full, the agent keeps reading and keeps each batch as a drop record in
- * the store's reserve (intake.c); only when that is taken too does it stop
- * reading, and producers' own sends fail and are counted there. */
+/* Full, the agent keeps reading and counts each batch's events in its
+ * tally (tally.h), stored as drop records in the store's reserve; only when
+ * the tally is full too does it stop reading, and producers' own sends fail
+ * and are counted there. */
 static void note_backpressure(struct agent *a)
 {
-    int full = spool_full(&a->spool) + spool_reserve_full(&a->spool);
+    int full = spool_full(&a->spool) ? 1 + tally_full(&a->intake.tally) : 0;
     if (full > a->full_logged && a->full_logged == 0)
-        iot_warn("pending store full (%zu batches, %llu bytes): batches are kept as drop records "
-                 "of their events (agent_full) until the collector acknowledges",
+        iot_warn("pending store full (%zu batches, %llu bytes): batches are kept as counts of "
+                 "their events, stored as drop records (agent_full), until the collector "
+                 "acknowledges",
                  a->spool.count, (unsigned long long)a->spool.bytes);
     if (full == 2 && a->full_logged < 2)
-        iot_warn("pending store and its reserve full (%zu batches, %llu bytes): not reading from "
-                 "producers until the collector acknowledges",
+        iot_warn("pending store full (%zu batches, %llu bytes) and no room to count more: not "
+                 "reading from producers until the collector acknowledges",
                  a->spool.count, (unsigned long long)a->spool.bytes);
     if (!full && a->full_logged)
         iot_info("pending store below its limit again");
@@ -408,7 +416,7 @@ static void note_backpressure(struct agent *a)
 
 static void take_from_producers(struct agent *a, int limit)
 {
-    for (int i = 0; i < limit && !spool_reserve_full(&a->spool); i++)
+    for (int i = 0; i < limit && !tally_full(&a->intake.tally); i++)
         if (intake_take(&a->intake, &a->spool, &a->stats) <= 0)
             break;
     note_backpressure(a);
@@ -433,6 +441,9 @@ static void begin_shutdown(struct agent *a, int signo)
      * if the drain ran out, where the next start would have taken them. */
     if (a->journal_open)
         dropbox_scan(&a->dropbox, 0, &a->intake, &a->spool, &a->stats);
+    /* What was counted goes into the store (and the spool) whatever its
+     * limits: it is small, and the only record of those events. */
+    tally_flush(&a->intake.tally, NULL, &a->spool, iot_mono_ns(), 1);
     intake_close(&a->intake);
     a->intake_open = 0;
     a->drain_deadline = iot_mono_ns() + a->drain_timeout_ns;
@@ -473,7 +484,7 @@ static int run(struct agent *a)
         int n = 0;
         items[n++] = (zmq_pollitem_t){.fd = a->sigfd, .events = ZMQ_POLLIN};
         int intake_at = -1;
-        if (a->intake_open && !spool_reserve_full(&a->spool)) {
+        if (a->intake_open && !tally_full(&a->intake.tally)) {
             intake_at = n;
             items[n++] = (zmq_pollitem_t){.socket = a->intake.sock, .events = ZMQ_POLLIN};
         }
@@ -496,8 +507,10 @@ static int run(struct agent *a)
         else if (a->intake_open)
             note_backpressure(a);
         now = iot_mono_ns();
-        if (a->intake_open)
+        if (a->intake_open) {
             dropbox_scan(&a->dropbox, now, &a->intake, &a->spool, &a->stats);
+            tally_flush(&a->intake.tally, NULL, &a->spool, now, 0);
+        }
         clocksync_tick(&a->clock, now);
         if (a->journal_open)
             journal_tick(&a->journal, now);

@@ -14,6 +14,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "spool.h"
+#include "tally.h"
 #include "timeutil.h"
 #include "wire.h"
 
@@ -81,6 +82,7 @@ int intake_open(struct intake *in, void *zctx, const char *endpoint, const char 
     in->bad_log.interval_ns = 1000000000;
     in->quota_log.interval_ns = 10000000000;
     in->discard_log.interval_ns = 10000000000;
+    tally_init(&in->tally, 16u << 20);
     const char *ipc_path = NULL;
     if (!strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@') {
         ipc_path = endpoint + 6;
@@ -169,60 +171,21 @@ static int peer_credentials(zmq_msg_t *msg, Iotrace__Sender *out)
     return 1;
 }
 
-/* What the agent keeps of a batch it has no room for: the same producer,
- * epoch and seq, the same running total (Body.made_through), its drop
- * records and file names (later batches name files by id only), and its
- * events as one more drop record of `reason`.  A few hundred bytes, so a
- * full agent keeps reading: its producers' queues in its socket stay empty,
- * and what a process sent just before it exited is counted in the store
- * with its job instead of vanishing with the connection.  NULL when the
- * body cannot be decoded or memory is short. */
-static uint8_t *drop_record_of(const iot_batch *b, int reason, size_t *len)
+/* A batch there is no room for is counted in the tally (tally.h), which
+ * stores its producer's events as drop records once the store's reserve has
+ * room; a batch that cannot even be counted there is dropped, and its
+ * events show in the store as lost once a later batch of its producer
+ * arrives. */
+static int keep_as_drops(struct intake *in, const iot_batch *b, int reason, const char *key,
+                         int64_t uid, const uint8_t *tail, size_t tail_len,
+                         struct agent_stats *st)
 {
     char err[160];
     iot_body *body = iot_wire_body(b, err, sizeof err);
-    if (!body)
-        return NULL;
-    uint64_t events = (body->mpiio ? body->mpiio->n_func : 0) +
-                      (body->posix ? body->posix->n_func : 0) +
-                      (body->disk ? body->disk->n_func : 0);
-    Iotrace__Drop **drops = malloc((body->n_drops + 1) * sizeof *drops);
-    uint8_t *out = NULL;
-    if (drops) {
-        Iotrace__Drop lost = IOTRACE__DROP__INIT;
-        int64_t now = iot_now_ns();
-        lost.reason = reason;
-        lost.count = events;
-        lost.t_first = lost.t_last = (uint64_t)now;
-        if (body->n_drops)
-            memcpy(drops, body->drops, body->n_drops * sizeof *drops);
-        iot_body kept = IOTRACE__BODY__INIT;
-        kept.n_files = body->n_files;
-        kept.files = body->files;
-        kept.drops = drops;
-        kept.n_drops = body->n_drops;
-        if (events)
-            drops[kept.n_drops++] = &lost;
-        kept.made_through = body->made_through;
-        if (iot_wire_encode(b->producer, b->epoch, b->seq, &kept, &out, len, err, sizeof err) < 0)
-            out = NULL;
-    }
-    free(drops);
-    iot_wire_free_body(body);
-    return out;
-}
-
-/* Stores the drop record of a batch there is no room for, if there is room
- * for that (`room`); otherwise it is dropped, and its events show in the
- * store as lost once a later batch of its producer arrives. */
-static int keep_as_drops(struct intake *in, const iot_batch *b, int reason, int room,
-                         const char *key, const uint8_t *tail, size_t tail_len, struct spool *sp,
-                         struct agent_stats *st)
-{
-    size_t len = 0;
-    uint8_t *rec = room ? drop_record_of(b, reason, &len) : NULL;
-    int ok = rec && spool_push_tail(sp, key, b->epoch, b->seq, rec, len, tail, tail_len) == 0;
-    free(rec);
+    int ok = body && tally_add(&in->tally, key, uid, b, body, reason, tail, tail_len,
+                               iot_mono_ns()) == 0;
+    if (body)
+        iot_wire_free_body(body);
     if (ok) {
         st->received++;
         return INTAKE_TAKEN;
@@ -230,9 +193,9 @@ static int keep_as_drops(struct intake *in, const iot_batch *b, int reason, int 
     st->discarded++;
     uint64_t held_back = 0;
     if (ratelimit_allow(&in->discard_log, iot_mono_ns(), &held_back))
-        iot_warn("no room even for the drop record of a batch of %s: dropped, its events count "
-                 "as lost (%llu more since the last report)",
-                 key, (unsigned long long)held_back);
+        iot_warn("no room to count the events of a batch of %s%s%s: dropped, they count as "
+                 "lost (%llu more since the last report)",
+                 key, body ? "" : ": ", body ? "" : err, (unsigned long long)held_back);
     return INTAKE_REFUSED;
 }
 
@@ -268,20 +231,20 @@ int intake_accept(struct intake *in, const uint8_t *data, size_t len,
     } else if (iot_wire_producer_key(b->producer, sender, key, sizeof key) < 0) {
         st->invalid++;
         report_invalid(in, "producer identity too long");
-    } else if ((in->max_user_bytes && user_bytes >= in->max_user_bytes) || spool_full(sp)) {
+    } else if ((in->max_user_bytes && user_bytes >= in->max_user_bytes) || spool_full(sp) ||
+               (tally_has(&in->tally, key) &&
+                tally_flush(&in->tally, key, sp, iot_mono_ns(), 0) > 0)) {
+        /* (A producer's counted batches go into the store before its next
+         * one, or that one joins them: its batches stay in order.) */
         int quota = in->max_user_bytes && user_bytes >= in->max_user_bytes;
         if (may_defer) {
             rc = INTAKE_DEFERRED;
         } else {
-            /* A user at its limit gets an eighth more for drop records, so
-             * that it cannot take the whole reserve from the others. */
-            int room = !spool_reserve_full(sp) &&
-                       (!quota || user_bytes < in->max_user_bytes + in->max_user_bytes / 8);
             *(quota ? &st->over_quota : &st->store_full) += 1;
             rc = keep_as_drops(in, b,
                                quota ? IOTRACE__DROP_REASON__DROP_OVER_QUOTA
                                      : IOTRACE__DROP_REASON__DROP_AGENT_FULL,
-                               room, key, tail, tail_len, sp, st);
+                               key, sender ? (int64_t)sender->uid : -1, tail, tail_len, st);
             uint64_t held_back = 0;
             if (quota && ratelimit_allow(&in->quota_log, iot_mono_ns(), &held_back))
                 iot_warn("user %u holds %llu bytes of pending batches, its limit is %llu "
@@ -350,6 +313,7 @@ int intake_take(struct intake *in, struct spool *sp, struct agent_stats *st)
  * (docs/agent.md, "The drop box"). */
 void intake_close(struct intake *in)
 {
+    tally_free(&in->tally);
     if (in->sock)
         zmq_close(in->sock);
     in->sock = NULL;

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "stats.h"
+#include "tally.h"
 #include "wire.h"
 
 struct spool;
@@ -24,6 +25,10 @@ struct intake {
      * while they fit in an eighth more. */
     uint64_t max_user_bytes;
     struct ratelimit quota_log, discard_log;
+    /* Batches taken with no room to keep them, counted per producer until
+     * they can be stored as drop records (tally.h); the agent sets its
+     * size. */
+    struct tally tally;
     /* The socket file this agent made, removed when it closes unless
      * another agent has replaced it since; path empty: none. */
     char ipc_path[108];
@@ -45,10 +50,10 @@ enum { INTAKE_TAKEN, INTAKE_REFUSED, INTAKE_DEFERRED };
 
 /* Checks one batch's envelope and puts it in the pending store, stamped
  * with this node and, when known, its sender.  With the store full, or its
- * user at --max-pending-per-user, the batch is kept as a drop record of its
- * events (agent_full, over_quota) in the store's reserve, INTAKE_TAKEN.
- * INTAKE_REFUSED: invalid, counted and logged (or, without may_defer, no
- * room even for the drop record, or no memory: counted as discarded).
+ * user at --max-pending-per-user, the batch's events are counted in the
+ * tally (agent_full, over_quota), INTAKE_TAKEN.  INTAKE_REFUSED: invalid,
+ * counted and logged (or, without may_defer, no room even in the tally, or
+ * no memory: counted as discarded).
  * INTAKE_DEFERRED (may_defer only): no room for it now; the caller keeps it
  * and tries again later. */
 int intake_accept(struct intake *in, const uint8_t *data, size_t len,

@@ -183,15 +183,15 @@ static void parse_options(struct agent *a, int argc, char **argv)
         {"node", 'n', IOT_OPT_STRING, &c->node, "NAME",
          "node name sent to the collector (default: short host name)"},
         {"max-pending", 0, IOT_OPT_SIZE, &c->max_pending, "SIZE",
-         "bytes of unacknowledged batches to hold; beyond it the agent keeps each batch it "
-         "takes as a drop record of its events (agent_full) in a reserve of an eighth more, "
-         "and stops reading from producers, which then drop and count, only when that is "
-         "full too (default 256M)"},
+         "bytes of unacknowledged batches to hold; beyond it the agent keeps reading and counts "
+         "the events of the batches it takes, per producer, stored as drop records "
+         "(agent_full) in a reserve of an eighth more; it stops reading from producers, which "
+         "then drop and count, only when it has no room to count either (default 256M)"},
         {"max-pending-per-user", 0, IOT_OPT_SIZE, &c->max_pending_user, "SIZE",
          "bytes of unacknowledged batches one local user may hold; beyond it the agent "
-         "keeps that user's batches as drop records of their events (over_quota) while they "
-         "fit in an eighth more, then drops them (their events show as lost), and keeps "
-         "reading for the others, so that on a node shared by several users none can fill "
+         "counts that user's batches' events instead (over_quota, stored as drop records) "
+         "while its share of the counting lasts, then drops them (their events show as "
+         "lost), and keeps reading for the others, so that on a node shared by several users none can fill "
          "the store for the others (default: --max-pending, no separate limit)"},
         {"credit-timeout", 0, IOT_OPT_STRING, &c->credit_timeout, "DURATION",
          "reconnect and resend if the collector sends no WELCOME or acknowledgement for "

@@ -138,6 +138,65 @@ def full(tmp):
         log.close()
 
 
+def forged(tmp):
+    """A user forging a new producer identity for every batch cannot fill the
+    full agent's counts for the others: with --max-pending-per-user each
+    user has an eighth of them; nobody's beyond that are discarded (and
+    counted), root's batches that arrive afterwards are still counted,
+    exactly: stored + over_quota + agent_full = made."""
+    port = free_port()
+    store, sock = os.path.join(tmp, "store4"), os.path.join(tmp, "run", "agent4.sock")
+    log = open(os.path.join(tmp, "forged.log"), "wb")
+    a = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen", "ipc://" + sock,
+                          "--node", "n4", "--state-dir", "none", "--stats-interval", "0.2s",
+                          "--max-pending", "64K", "--max-pending-per-user", "32K"], stderr=log)
+    c = None
+    try:
+        while not os.path.exists(sock):
+            time.sleep(0.05)
+        r = subprocess.run(as_nobody([PRODUCER, "--agent", "ipc://" + sock, "--node", "n4", "--job", "forger",
+                                      "--batches", "3000", "--events-per-batch", "20", "--forge"]),
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, "forging producer: " + r.stderr)
+        batches, per = 200, 500
+        r = subprocess.run([PRODUCER, "--agent", "ipc://" + sock, "--node", "n4", "--job", "honest",
+                            "--batches", str(batches), "--events-per-batch", str(per)],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, "root's producer: " + r.stderr)
+        made = batches * per
+        c = subprocess.Popen([COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store", store,
+                              "--http", "off"], stderr=log)
+        deadline = time.time() + 30
+        got = collections.Counter()
+        while time.time() < deadline:
+            r = subprocess.run([EXPORT, "--store", store, "--job", "honest", "--jsonl", "-"],
+                               capture_output=True, text=True)
+            got = collections.Counter()
+            for e in map(json.loads, r.stdout.splitlines()):
+                got[e["kind"] == "drop" and e["reason"]] += e["dropped"] if e["kind"] == "drop" else 1
+            if sum(got.values()) >= made:
+                break
+            time.sleep(0.3)
+        time.sleep(0.5)
+        counted = got["agent_full"] + got["over_quota"]
+        check(got[False] + counted == made and len(got) <= 3,
+              f"root's job: stored + counted != made {made}: {dict(got)}")
+        check(counted > 0, f"root's batches were not counted when over its share: {dict(got)}")
+        text = open(os.path.join(tmp, "forged.log"), errors="replace").read()
+        m = re.findall(r"discarded=(\d+)", text)
+        check(m and int(m[-1]) > 0, "none of the forger's batches discarded: its share was not limited")
+        print(f"ok: forged identities: nobody's 3000 batches, {m[-1] if m else '?'} discarded beyond its share; "
+              f"root's {made} events after it: {got[False]} stored + {got['over_quota']} over_quota + "
+              f"{got['agent_full']} agent_full")
+    finally:
+        a.terminate()
+        a.wait()
+        if c:
+            c.terminate()
+            c.wait()
+        log.close()
+
+
 def main():
     if os.geteuid() != 0:
         print("skipped: needs root to run producers as another user")
@@ -208,6 +267,7 @@ def main():
         log.close()
     quota(tmp)
     full(tmp)
+    forged(tmp)
     text = open(os.path.join(tmp, "daemons.log"), errors="replace").read()
     check("the batch names its sender, which only the agent may do" in text,
           "the forged sender was not refused:\n" + text[-3000:])

@@ -30,6 +30,7 @@
 struct options {
     char *agent, *node, *job, *bad, *truth;
     long rank, batches, events, linger, hwm, lose;
+    int forge;
     uint64_t rate; /* events per second, 0 = as fast as possible */
     int nonblocking;
     int realtime;
@@ -277,6 +278,11 @@ static int send_good(struct producer *p)
     for (long b = 0; b < p->o.batches; b++) {
         uint8_t *buf;
         size_t len;
+        if (p->o.forge && b > 0) {
+            p->id.start_time_ns++;
+            p->seq = 0;
+            p->made = 0;
+        }
         if (build_batch(p, &buf, &len) < 0)
             return -1;
         if (p->o.lose && (b + 1) % p->o.lose == 0) {
@@ -401,6 +407,9 @@ static void parse_options(struct options *o, int argc, char **argv, char *host)
         {"lose", 0, IOT_OPT_INT, &o->lose, "N",
          "every Nth batch counts as handed over but is never sent, as if the agent had died "
          "with it in its socket: readers of the store must report its events as lost"},
+        {"forge", 0, IOT_OPT_FLAG, &o->forge, NULL,
+         "every batch claims a producer of its own (a new start time, seq 0), as a user "
+         "forging producer identities would"},
         {"hwm", 0, IOT_OPT_INT, &o->hwm, "N",
          "batches ZeroMQ may queue towards the agent (default 1000)"},
         {"linger", 0, IOT_OPT_INT, &o->linger, "SECONDS",

@@ -26,116 +26,119 @@ def as_nobody(cmd):
     return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] + cmd
 
 
+class Node:
+    """An agent of its own for one scenario, its collector started later
+    (down until then), both logging into NAME.log."""
+
+    def __init__(self, tmp, name, *options):
+        self.port = free_port()
+        self.store = os.path.join(tmp, "store-" + name)
+        self.sock = os.path.join(tmp, "run", f"agent-{name}.sock")
+        self.log_path = os.path.join(tmp, name + ".log")
+        self.log = open(self.log_path, "wb")
+        self.name = name
+        self.collector = None
+        self.agent = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{self.port}",
+                                       "--listen", "ipc://" + self.sock, "--node", name, "--state-dir", "none",
+                                       "--stats-interval", "0.2s", *options], stderr=self.log)
+        while not os.path.exists(self.sock):
+            time.sleep(0.05)
+
+    def producer(self, job, batches, per, *extra, user=None, wait=True):
+        cmd = [PRODUCER, "--agent", "ipc://" + self.sock, "--node", self.name, "--job", job,
+               "--batches", str(batches), "--events-per-batch", str(per), *extra]
+        cmd = as_nobody(cmd) if user else cmd
+        if not wait:
+            return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, f"producer {job}: {r.stderr}")
+        return r
+
+    def start_collector(self):
+        self.collector = subprocess.Popen([COLLECTOR, "--listen", f"tcp://127.0.0.1:{self.port}",
+                                           "--store", self.store, "--http", "off"], stderr=self.log)
+
+    def counts(self, done):
+        """Events per (job, drop reason or False), once done(counts) or after 30 s."""
+        got = collections.Counter()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            r = subprocess.run([EXPORT, "--store", self.store, "--jsonl", "-"], capture_output=True, text=True)
+            got = collections.Counter()
+            for e in map(json.loads, r.stdout.splitlines()):
+                got[(e["job"], e["kind"] == "drop" and e["reason"])] += e["dropped"] if e["kind"] == "drop" else 1
+            if done(got):
+                break
+            time.sleep(0.3)
+        time.sleep(0.5)
+        return got
+
+    def text(self):
+        return open(self.log_path, errors="replace").read()
+
+    def close(self):
+        for p in (self.agent, self.collector):
+            if p:
+                p.terminate()
+                p.wait()
+        self.log.close()
+
+
+def job_total(got, job):
+    return sum(n for (j, _), n in got.items() if j == job)
+
+
 def quota(tmp):
     """One user cannot fill the agent's store for the others: with the
     collector down, user nobody's producer runs into --max-pending-per-user
-    and its further batches are kept as drop records (over_quota; beyond an
-    eighth more dropped, their events then found lost) while root's are
-    still taken; once the collector is back, the store counts them in
-    nobody's job, and stored + over_quota + lost = made."""
-    port = free_port()
-    store, sock = os.path.join(tmp, "store2"), os.path.join(tmp, "run", "agent2.sock")
-    log = open(os.path.join(tmp, "quota.log"), "wb")
-    a = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen", "ipc://" + sock,
-                          "--node", "n2", "--state-dir", "none", "--stats-interval", "0.2s",
-                          "--max-pending", "4M", "--max-pending-per-user", "256K"], stderr=log)
-    c = None
+    and its further batches are counted as drop records (over_quota) while
+    root's are still taken; once the collector is back, the store counts
+    them in nobody's job, and stored + over_quota + lost = made."""
+    n = Node(tmp, "quota", "--max-pending", "4M", "--max-pending-per-user", "256K")
     try:
-        while not os.path.exists(sock):
-            time.sleep(0.05)
-        cmd = [PRODUCER, "--agent", "ipc://" + sock, "--node", "n2", "--job", "greedy", "--batches", "400",
-               "--events-per-batch", "1000", "--rate", "100000"]
-        greedy = subprocess.Popen(as_nobody(cmd), stdout=subprocess.PIPE, text=True)
+        greedy = n.producer("greedy", 400, 1000, "--rate", "100000", user="nobody", wait=False)
         time.sleep(1.5)
-        r = subprocess.run([PRODUCER, "--agent", "ipc://" + sock, "--node", "n2", "--job", "polite",
-                            "--batches", "3", "--events-per-batch", "100"], capture_output=True, text=True)
-        check(r.returncode == 0, "root's producer: " + r.stderr)
-        c = subprocess.Popen([COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store", store,
-                              "--http", "off"], stderr=log)
-        out, _ = greedy.communicate(timeout=60)
+        n.producer("polite", 3, 100)
+        n.start_collector()
+        greedy.communicate(timeout=60)
         made = 400 * 1000
-        deadline = time.time() + 30
-        got = {}
-        while time.time() < deadline:
-            r = subprocess.run([EXPORT, "--store", store, "--jsonl", "-"], capture_output=True, text=True)
-            ev = [json.loads(x) for x in r.stdout.splitlines()]
-            got = collections.Counter()
-            for e in ev:
-                got[(e["job"], e["kind"] == "drop" and e["reason"])] += e["dropped"] if e["kind"] == "drop" else 1
-            if sum(n for (j, _), n in got.items() if j == "greedy") >= made and got[("polite", False)] == 300:
-                break
-            time.sleep(0.3)
+        got = n.counts(lambda g: job_total(g, "greedy") >= made and g[("polite", False)] == 300)
         over, lost = got[("greedy", "over_quota")], got[("greedy", "lost")]
         check(over > 0, f"nothing of nobody's job was dropped over its quota: {dict(got)}")
         check(got[("greedy", False)] + over + lost == made,
               f"greedy: stored + over_quota + lost != made {made}: {dict(got)}")
         check(got[("polite", False)] == 300, f"root's batches were not taken: {dict(got)}")
-        text = open(os.path.join(tmp, "quota.log"), errors="replace").read()
-        check("user 65534 holds" in text and re.search(r"over_quota=[1-9]", text),
+        check("user 65534 holds" in n.text() and re.search(r"over_quota=[1-9]", n.text()),
               "over-quota drops not logged and counted")
         print(f"ok: quota: nobody made {made} events, {got[('greedy', False)]} stored, {over} counted as "
               f"over_quota, {lost} as lost; root's 300 taken meanwhile")
     finally:
-        a.terminate()
-        a.wait()
-        if c:
-            c.terminate()
-            c.wait()
-        log.close()
+        n.close()
 
 
 def full(tmp):
     """A full agent keeps reading: with the collector down, a producer's
-    batches beyond --max-pending are kept as drop records (agent_full), the
-    producer exits, and once the collector is back the store accounts for
-    every event it made, in its job: stored + agent_full = made."""
-    port = free_port()
-    store, sock = os.path.join(tmp, "store3"), os.path.join(tmp, "run", "agent3.sock")
-    log = open(os.path.join(tmp, "full.log"), "wb")
-    a = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen", "ipc://" + sock,
-                          "--node", "n3", "--state-dir", "none", "--stats-interval", "0.2s",
-                          "--max-pending", "64K"], stderr=log)
-    c = None
+    batches beyond --max-pending are counted as drop records (agent_full),
+    the producer exits, and once the collector is back the store accounts
+    for every event it made, in its job: stored + agent_full = made."""
+    n = Node(tmp, "full", "--max-pending", "64K")
     try:
-        while not os.path.exists(sock):
-            time.sleep(0.05)
         batches, per = 300, 1000
-        r = subprocess.run([PRODUCER, "--agent", "ipc://" + sock, "--node", "n3", "--job", "flood",
-                            "--batches", str(batches), "--events-per-batch", str(per), "--rate", "100000"],
-                           capture_output=True, text=True, timeout=60)
-        check(r.returncode == 0, "producer: " + r.stderr)
+        n.producer("flood", batches, per, "--rate", "100000")
         made = batches * per
-        c = subprocess.Popen([COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store", store,
-                              "--http", "off"], stderr=log)
-        deadline = time.time() + 30
-        got = collections.Counter()
-        while time.time() < deadline:
-            r = subprocess.run([EXPORT, "--store", store, "--jsonl", "-"], capture_output=True, text=True)
-            got = collections.Counter()
-            for e in map(json.loads, r.stdout.splitlines()):
-                got[e["kind"] == "drop" and e["reason"]] += e["dropped"] if e["kind"] == "drop" else 1
-            if sum(got.values()) >= made:
-                break
-            time.sleep(0.3)
-        time.sleep(0.5)
-        check(got["agent_full"] > 0, f"nothing kept as agent_full drop records: {dict(got)}")
-        check(got[False] + got["agent_full"] == made and len(got) == 2,
+        n.start_collector()
+        got = n.counts(lambda g: job_total(g, "flood") >= made)
+        check(got[("flood", "agent_full")] > 0, f"nothing counted as agent_full: {dict(got)}")
+        check(got[("flood", False)] + got[("flood", "agent_full")] == made and len(got) == 2,
               f"stored + agent_full != made {made}: {dict(got)}")
-        r = subprocess.run([EXPORT, "--store", store, "--list-jobs"], capture_output=True, text=True)
-        check(f"dropped={got['agent_full']}" in r.stdout.replace(" ", "").replace(",", "")
-              or str(got["agent_full"]) in r.stdout, "--list-jobs does not show the drops: " + r.stdout)
-        text = open(os.path.join(tmp, "full.log"), errors="replace").read()
-        check("stored as drop records (agent_full)" in text and re.search(r"store_full=[1-9]", text),
+        r = subprocess.run([EXPORT, "--store", n.store, "--list-jobs"], capture_output=True, text=True)
+        check(str(got[("flood", "agent_full")]) in r.stdout, "--list-jobs does not show the drops: " + r.stdout)
+        check("stored as drop records (agent_full)" in n.text() and re.search(r"store_full=[1-9]", n.text()),
               "full store not logged and counted")
-        print(f"ok: full agent: made {made} events, {got[False]} stored, {got['agent_full']} counted as "
-              f"agent_full, none unexplained")
+        print(f"ok: full agent: made {made} events, {got[('flood', False)]} stored, "
+              f"{got[('flood', 'agent_full')]} counted as agent_full, none unexplained")
     finally:
-        a.terminate()
-        a.wait()
-        if c:
-            c.terminate()
-            c.wait()
-        log.close()
+        n.close()
 
 
 def forged(tmp):
@@ -144,57 +147,25 @@ def forged(tmp):
     user has an eighth of them; nobody's beyond that are discarded (and
     counted), root's batches that arrive afterwards are still counted,
     exactly: stored + over_quota + agent_full = made."""
-    port = free_port()
-    store, sock = os.path.join(tmp, "store4"), os.path.join(tmp, "run", "agent4.sock")
-    log = open(os.path.join(tmp, "forged.log"), "wb")
-    a = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen", "ipc://" + sock,
-                          "--node", "n4", "--state-dir", "none", "--stats-interval", "0.2s",
-                          "--max-pending", "64K", "--max-pending-per-user", "32K"], stderr=log)
-    c = None
+    n = Node(tmp, "forged", "--max-pending", "64K", "--max-pending-per-user", "32K")
     try:
-        while not os.path.exists(sock):
-            time.sleep(0.05)
-        r = subprocess.run(as_nobody([PRODUCER, "--agent", "ipc://" + sock, "--node", "n4", "--job", "forger",
-                                      "--batches", "3000", "--events-per-batch", "20", "--forge"]),
-                           capture_output=True, text=True, timeout=120)
-        check(r.returncode == 0, "forging producer: " + r.stderr)
+        n.producer("forger", 3000, 20, "--forge", user="nobody")
         batches, per = 200, 500
-        r = subprocess.run([PRODUCER, "--agent", "ipc://" + sock, "--node", "n4", "--job", "honest",
-                            "--batches", str(batches), "--events-per-batch", str(per)],
-                           capture_output=True, text=True, timeout=60)
-        check(r.returncode == 0, "root's producer: " + r.stderr)
+        n.producer("honest", batches, per)
         made = batches * per
-        c = subprocess.Popen([COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store", store,
-                              "--http", "off"], stderr=log)
-        deadline = time.time() + 30
-        got = collections.Counter()
-        while time.time() < deadline:
-            r = subprocess.run([EXPORT, "--store", store, "--job", "honest", "--jsonl", "-"],
-                               capture_output=True, text=True)
-            got = collections.Counter()
-            for e in map(json.loads, r.stdout.splitlines()):
-                got[e["kind"] == "drop" and e["reason"]] += e["dropped"] if e["kind"] == "drop" else 1
-            if sum(got.values()) >= made:
-                break
-            time.sleep(0.3)
-        time.sleep(0.5)
-        counted = got["agent_full"] + got["over_quota"]
-        check(got[False] + counted == made and len(got) <= 3,
+        n.start_collector()
+        got = n.counts(lambda g: job_total(g, "honest") >= made)
+        counted = got[("honest", "agent_full")] + got[("honest", "over_quota")]
+        check(got[("honest", False)] + counted == made and job_total(got, "honest") == made,
               f"root's job: stored + counted != made {made}: {dict(got)}")
         check(counted > 0, f"root's batches were not counted when over its share: {dict(got)}")
-        text = open(os.path.join(tmp, "forged.log"), errors="replace").read()
-        m = re.findall(r"discarded=(\d+)", text)
+        m = re.findall(r"discarded=(\d+)", n.text())
         check(m and int(m[-1]) > 0, "none of the forger's batches discarded: its share was not limited")
         print(f"ok: forged identities: nobody's 3000 batches, {m[-1] if m else '?'} discarded beyond its share; "
-              f"root's {made} events after it: {got[False]} stored + {got['over_quota']} over_quota + "
-              f"{got['agent_full']} agent_full")
+              f"root's {made} events after it: {got[('honest', False)]} stored + "
+              f"{got[('honest', 'over_quota')]} over_quota + {got[('honest', 'agent_full')]} agent_full")
     finally:
-        a.terminate()
-        a.wait()
-        if c:
-            c.terminate()
-            c.wait()
-        log.close()
+        n.close()
 
 
 def main():

@@ -248,7 +248,7 @@ int intake_accept(struct intake *in, const uint8_t *data, size_t len,
             uint64_t held_back = 0;
             if (quota && ratelimit_allow(&in->quota_log, iot_mono_ns(), &held_back))
                 iot_warn("user %u holds %llu bytes of pending batches, its limit is %llu "
-                         "(--max-pending-per-user): its batches are kept as drop records "
+                         "(--max-pending-per-user): its batches are counted as drop records "
                          "(over_quota) (%llu more since the last report)",
                          sender->uid, (unsigned long long)user_bytes,
                          (unsigned long long)in->max_user_bytes, (unsigned long long)held_back);

@@ -21,8 +21,8 @@ struct intake {
     uint8_t tail[IOT_WIRE_VIA_MAX + 3 + IOT_WIRE_SENDER_MAX];
     size_t via_len;
     /* Bytes of pending batches one local user may hold (0: no limit); once
-     * it holds that much, its batches are kept as drop records (over_quota)
-     * while they fit in an eighth more. */
+     * it holds that much, its batches are counted in the tally instead
+     * (over_quota), within the user's share of it. */
     uint64_t max_user_bytes;
     struct ratelimit quota_log, discard_log;
     /* Batches taken with no room to keep them, counted per producer until

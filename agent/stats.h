@@ -11,8 +11,8 @@ struct spool;
 struct agent_stats {
     uint64_t received;   /* valid batches taken from producers */
     uint64_t invalid;    /* messages from producers that were not valid batches */
-    uint64_t over_quota; /* of those, kept as drop records: their user held its limit */
-    uint64_t store_full; /* of those, kept as drop records: the pending store was full */
+    uint64_t over_quota; /* of those, counted as drop records: their user held its limit */
+    uint64_t store_full; /* of those, counted as drop records: the pending store was full */
     uint64_t discarded;  /* valid batches dropped: no room even for their drop records */
     uint64_t forwarded;  /* BATCH messages sent, resends included */
     uint64_t resent;     /* of those, batches sent again after a reconnect */

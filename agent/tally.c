@@ -189,9 +189,7 @@ int tally_add(struct tally *t, const char *key, int64_t uid, const iot_batch *b,
     e->tail_len = tail_len;
     e->seq = b->seq;
     e->made_through = body->made_through;
-    uint64_t events = (body->mpiio ? body->mpiio->n_func : 0) +
-                      (body->posix ? body->posix->n_func : 0) +
-                      (body->disk ? body->disk->n_func : 0);
+    uint64_t events = iot_wire_table_events(body);
     e->counts[reason < REASONS ? reason : 0] += events;
     uint64_t wall = (uint64_t)iot_now_ns();
     e->t_first = e->t_first ? e->t_first : wall;

@@ -131,16 +131,15 @@ uint32_t iot_wire_crc32(const uint8_t *data, size_t len)
     return (uint32_t)crc;
 }
 
+size_t iot_wire_table_events(const iot_body *body)
+{
+    return (body->mpiio ? body->mpiio->n_func : 0) + (body->posix ? body->posix->n_func : 0) +
+           (body->disk ? body->disk->n_func : 0);
+}
+
 size_t iot_wire_event_count(const iot_body *body)
 {
-    size_t n = body->n_drops + body->n_clock;
-    if (body->mpiio)
-        n += body->mpiio->n_func;
-    if (body->posix)
-        n += body->posix->n_func;
-    if (body->disk)
-        n += body->disk->n_func;
-    return n;
+    return iot_wire_table_events(body) + body->n_drops + body->n_clock;
 }
 
 #define SAME_LEN(tbl, field)                                                             \

@@ -46,6 +46,10 @@ typedef Iotrace__Producer iot_producer;
 /* Events, drop records and clock records in a body: what event_count counts. */
 size_t iot_wire_event_count(const iot_body *body);
 
+/* The events of its MPI-IO, POSIX and disk tables alone: what a producer's
+ * running total (made_through) counts besides its drop records' counts. */
+size_t iot_wire_table_events(const iot_body *body);
+
 /* The body's protobuf encoding with its columns coded (the bytes
  * protobuf_c_message_pack() gives for the body after
  * iot_wire_code_columns()), the event tables written by loops specialised

@@ -132,7 +132,9 @@ def full(tmp):
         check(got[("flood", False)] + got[("flood", "agent_full")] == made and len(got) == 2,
               f"stored + agent_full != made {made}: {dict(got)}")
         r = subprocess.run([EXPORT, "--store", n.store, "--list-jobs"], capture_output=True, text=True)
-        check(str(got[("flood", "agent_full")]) in r.stdout, "--list-jobs does not show the drops: " + r.stdout)
+        listed = re.search(r"^flood .*\bevents=(\d+) dropped=(\d+)", r.stdout, re.M)
+        check(listed and (int(listed[1]), int(listed[2])) == (got[("flood", False)], got[("flood", "agent_full")]),
+              "--list-jobs does not give the same counts: " + r.stdout)
         check("stored as drop records (agent_full)" in n.text() and re.search(r"store_full=[1-9]", n.text()),
               "full store not logged and counted")
         print(f"ok: full agent: made {made} events, {got[('flood', False)]} stored, "

@@ -515,13 +515,7 @@ static void read_made(struct xp_producer *p, const iot_batch *b, const iot_body 
 {
     if (!body->made_through)
         return;
-    uint64_t here = 0;
-    if (body->mpiio)
-        here += body->mpiio->n_func;
-    if (body->posix)
-        here += body->posix->n_func;
-    if (body->disk)
-        here += body->disk->n_func;
+    uint64_t here = iot_wire_table_events(body);
     for (size_t i = 0; i < body->n_drops; i++)
         here += body->drops[i]->count;
     uint64_t before = body->made_through >= here ? body->made_through - here : 0;

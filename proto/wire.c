@@ -405,7 +405,7 @@ iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen)
         }
         raw = tmp;
     }
-    iot_body *body = iotrace__body__unpack(alp, batch->raw_size, raw);
+    iot_body *body = iot_wire_body_unpack(alp, batch->raw_size, raw);
     if (tmp)
         alp ? alp->free(alp->allocator_data, tmp) : free(tmp);
     if (!body) {

@@ -58,6 +58,13 @@ size_t iot_wire_table_events(const iot_body *body);
  * memory is short. */
 uint8_t *iot_wire_body_pack_new(const iot_body *body, size_t max, size_t *len);
 
+/* The message iotrace__body__unpack() makes of a body's encoding (its
+ * columns still coded), the event tables' columns read by loops specialised
+ * for each type (wire_unpack.c), anything unexpected by protobuf-c itself;
+ * allocated with `alp` (NULL: malloc) for iotrace__body__free_unpacked().
+ * NULL when the bytes are not a body. */
+iot_body *iot_wire_body_unpack(ProtobufCAllocator *alp, size_t len, const uint8_t *raw);
+
 /* Checks that the columns of each event table have equal lengths and that
  * disk-event job indices fall inside the job dictionary. */
 int iot_wire_check_body(const iot_body *body, char *err, size_t errlen);

@@ -2,7 +2,7 @@
 """What the collector's live analysis costs, and how live it is.
 
     bench-live.py BUILD_DIR [--events N] [--rate R] [--rounds K] [--steady S] [--busy]
-                  [--windows MS]
+                  [--windows MS] [--ingest-only]
 
 1. Ingest cost, interleaved rounds: synthetic producers (MPI-IO calls with
    the POSIX calls inside them, tests/tools/iotrace-producer.c) push N events
@@ -27,6 +27,7 @@
    jobs sharing the same low event rate, analysis on.
 
 --busy runs a CPU-bound process on one core throughout (the machine has 2).
+--ingest-only runs part 1 alone.
 """
 import argparse
 import json
@@ -225,6 +226,8 @@ def main():
     ap.add_argument("--steady", type=float, default=5.0, metavar="S",
                     help="measure the steady state from S seconds into each run (default 5; "
                          "runs must be longer: --events / --rate)")
+    ap.add_argument("--ingest-only", action="store_true",
+                    help="run part 1 alone (the on/off rounds), e.g. to pair two builds")
     ap.add_argument("--windows", type=int, metavar="MS",
                     help="the live analysis's --lateness and --grace (default: the collector's, 2000)")
     a = ap.parse_args()
@@ -265,6 +268,8 @@ def main():
               f"events/s, on {rate[True] / 1e6:.3f} M events/s; ratio {rate[True] / rate[False]:.3f}")
         print(f"median time until analysed: off {statistics.median(x['wall'] for x in res[False]):.2f} s, "
               f"on {statistics.median(x['wall'] for x in res[True]):.2f} s")
+        if a.ingest_only:
+            return
         slow = {0: [], 30: []}
         for r in range(3):
             for hang in ((0, 30) if r % 2 == 0 else (30, 0)):

@@ -1,10 +1,43 @@
 /* libFuzzer target: the wire decoder, as the agent and the collector run it
  * on whatever reaches their sockets (envelope checks, LZ4, body decoding,
- * column checks), and the store's readers on what they read back. */
+ * column checks), and the store's readers on what they read back.  The
+ * input is also read as a bare body by the fast reader (wire_unpack.c) and
+ * by protobuf-c: the two must accept the same bodies and make the same
+ * message of them. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "wire.h"
+
+static uint8_t *packed(const iot_body *body, size_t *len)
+{
+    *len = protobuf_c_message_get_packed_size(&body->base);
+    uint8_t *out = malloc(*len + 1);
+    if (!out)
+        abort();
+    protobuf_c_message_pack(&body->base, out);
+    return out;
+}
+
+static void compare_body_readers(const uint8_t *data, size_t size)
+{
+    iot_body *want = iotrace__body__unpack(NULL, size, data);
+    iot_body *got = iot_wire_body_unpack(NULL, size, data);
+    if (!want != !got)
+        abort();
+    if (want) {
+        size_t na, nb;
+        uint8_t *a = packed(want, &na), *b = packed(got, &nb);
+        if (na != nb || memcmp(a, b, na) != 0)
+            abort();
+        free(a);
+        free(b);
+        iotrace__body__free_unpacked(want, NULL);
+        iotrace__body__free_unpacked(got, NULL);
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -19,5 +52,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         iot_wire_free_batch(b);
     }
     (void)iot_wire_validate(data, size, err, sizeof err);
+    compare_body_readers(data, size);
     return 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the CPU time of one traced event goes, component by component.
 
-    bench-cost.py BUILD_DIR [--calls N] [--rounds K] [--busy]
+    bench-cost.py BUILD_DIR [--calls N] [--rounds K] [--busy] [--analysis on|off]
                   [--instructions CALLS] [--no-time]
 
 A real collector (live analysis on, HTTP on loopback) and a real agent run
@@ -31,6 +31,10 @@ agent and the collector each run under callgrind for one traced run of
 bench_client, itself under callgrind (application thread and sender
 thread apart), and once untraced for the application thread's baseline.
 --busy keeps one core busy with another process throughout.
+--analysis off runs the collector without its live analysis (and HTTP), as
+for a compute node whose collector runs elsewhere: the ranks then share
+this machine with the agent and the collector's ingest only.  Events are
+then counted by `iotrace-export --verify` of the store after each run.
 """
 import argparse
 import glob
@@ -131,23 +135,37 @@ def run_client(build, work, calls, traced, sock, wrap=()):
     return {k: float(v) for k, v in (line.split() for line in r.stdout.splitlines())}
 
 
-def timed(build, calls, rounds):
+def stored_events(build, s):
+    """The events in the store: the collector's count, or without the
+    analysis (and HTTP) what `iotrace-export --verify` finds."""
+    if s.analysis:
+        return status(s.hport)["events_stored"]
+    r = subprocess.run([f"{build}/collector/iotrace-export", "--store", os.path.join(s.work, "store"),
+                        "--verify"], capture_output=True, text=True, timeout=600)
+    for line in r.stdout.splitlines():
+        if line.startswith("events "):
+            return int(line.split()[1])
+    raise RuntimeError("iotrace-export --verify did not count events:\n" + r.stdout + r.stderr)
+
+
+def timed(build, calls, rounds, analysis=True):
     work = tempfile.mkdtemp(prefix="iotrace-bench-cost-", dir="/dev/shm")
-    s = Stack(build, work)
+    s = Stack(build, work, extra=() if analysis else ("--analysis", "off", "--http", "off"))
     rows = []
     try:
         s.settled()
         for r in range(rounds):
             res = {}
             for traced in ((False, True) if r % 2 == 0 else (True, False)):
-                st0 = status(s.hport)
+                e0 = stored_events(build, s)
                 a0, c0 = process_cpu(s.agent.pid), thread_cpu(s.collector.pid)
                 out = run_client(build, work, calls, traced, s.sock)
-                st1 = s.settled()
+                s.settled()
                 a1, c1 = process_cpu(s.agent.pid), thread_cpu(s.collector.pid)
+                e1 = stored_events(build, s)
                 live = c1.get("iot-live", 0) - c0.get("iot-live", 0)
                 coll = sum(c1.values()) - sum(c0.values()) - live
-                res[traced] = dict(out, events=st1["events_stored"] - st0["events_stored"],
+                res[traced] = dict(out, events=e1 - e0,
                                    agent=a1 - a0, ingest=coll, live=live)
             t, u = res[True], res[False]
             n = t["events"]
@@ -248,6 +266,8 @@ def main():
     ap.add_argument("--calls", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--busy", action="store_true")
+    ap.add_argument("--analysis", choices=("on", "off"), default="on",
+                    help="the collector's live analysis in the timed rounds (default on)")
     ap.add_argument("--instructions", type=int, metavar="CALLS", default=0)
     ap.add_argument("--no-time", action="store_true", help="instruction counts only")
     a = ap.parse_args()
@@ -255,10 +275,11 @@ def main():
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if a.busy else None
     try:
         print(f"bench-cost: {a.calls} calls of each kind per run, {a.rounds} interleaved rounds, "
-              f"load average {os.getloadavg()[0]:.2f}, {'one core busy' if a.busy else 'idle machine'}",
+              f"load average {os.getloadavg()[0]:.2f}, {'one core busy' if a.busy else 'idle machine'}, "
+              f"live analysis {a.analysis}",
               flush=True)
         if not a.no_time:
-            timed(build, a.calls, a.rounds)
+            timed(build, a.calls, a.rounds, a.analysis == "on")
         if a.instructions:
             instructions(build, a.instructions)
     finally:

@@ -545,6 +545,8 @@ static void *run(void *arg)
      * the one that should wait.  Linux: a thread's own niceness. */
     if (l->cfg.nice && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), l->cfg.nice) < 0)
         iot_warn("cannot lower the live analysis' priority: %s", strerror(errno));
+    /* Keeps the segment being written open between reads. */
+    struct iot_store_follower *store = iot_store_follow(l->cfg.store);
     for (;;) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -562,8 +564,10 @@ static void *run(void *arg)
         if (stopping)
             break;
         char err[512] = "";
-        if (end.segment && iot_store_read_range(l->cfg.store, &l->pos, &end, on_record, l, err,
-                                                sizeof err) < 0) {
+        if (!store)
+            snprintf(err, sizeof err, "out of memory");
+        if (!store || (end.segment && iot_store_follow_read(store, &l->pos, &end, on_record, l,
+                                                            err, sizeof err) < 0)) {
             iot_err("live analysis stopped: %s", err);
             pthread_mutex_lock(&l->lock);
             l->failed = 1;
@@ -585,6 +589,7 @@ static void *run(void *arg)
         pthread_cond_broadcast(&l->updated);
         pthread_mutex_unlock(&l->lock);
     }
+    iot_store_follow_close(store);
     return NULL;
 }
 

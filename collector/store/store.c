@@ -47,16 +47,24 @@ struct rec_header {
     uint32_t len;
     uint32_t crc;
     uint64_t recv_ns;
+    const uint8_t *payload; /* read_record(): its bytes, valid until the next read */
 };
 
-/* Reads one segment record by record with pread, never past `size`: the size
- * seen at open, so a reader racing a writer sees a consistent prefix. */
+/* Reads one segment record by record, never past `size`: the size seen at
+ * open, or what a sync covered, so a reader racing a writer sees a
+ * consistent prefix.  Records come through a window of the file, refilled
+ * a chunk at a time: one pread for many small records instead of two each.
+ * Only bytes below `size` are ever in the window, and those do not change. */
+#define READ_CHUNK (1u << 20)
+
 struct seg_reader {
     int fd;
     uint64_t off;
     uint64_t size;
-    uint8_t *payload;
+    uint8_t *payload; /* the window: file bytes from win_off, win_len of them */
     size_t cap;
+    uint64_t win_off;
+    size_t win_len;
 };
 
 enum rec_result { REC_OK, REC_END, REC_SHORT, REC_BAD_HEADER, REC_BAD_CRC, REC_IO };
@@ -217,7 +225,41 @@ static int reserve(struct seg_reader *r, size_t len)
     return 0;
 }
 
-/* Reads the record at r->off into h and r->payload; advances r->off only on
+/* The reader's file changed (or was reopened): nothing in the window holds. */
+static void forget_window(struct seg_reader *r)
+{
+    r->win_len = 0;
+}
+
+/* The len bytes at off (below r->size), from the window or read into it
+ * from off on; NULL with errno set, or with errno 0 if the file is shorter
+ * than it was. */
+static const uint8_t *bytes_at(struct seg_reader *r, uint64_t off, size_t len)
+{
+    if (off >= r->win_off && off - r->win_off <= r->win_len &&
+        len <= r->win_len - (off - r->win_off))
+        return r->payload + (off - r->win_off);
+    size_t want = len > READ_CHUNK ? len : READ_CHUNK;
+    if (want > r->size - off)
+        want = (size_t)(r->size - off);
+    r->win_len = 0;
+    if (reserve(r, want ? want : 1) < 0) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    int rc = pread_full(r->fd, r->payload, want, off);
+    if (rc != 0) {
+        if (rc > 0)
+            errno = 0;
+        return NULL;
+    }
+    r->win_off = off;
+    r->win_len = want;
+    return r->payload;
+}
+
+/* Reads the record at r->off into h, its payload in the reader's window;
+ * advances r->off only on
  * REC_OK, so on failure r->off names the damaged record. */
 static enum rec_result read_record(struct seg_reader *r, struct rec_header *h, char *why,
                                    size_t whylen)
@@ -228,10 +270,9 @@ static enum rec_result read_record(struct seg_reader *r, struct rec_header *h, c
         snprintf(why, whylen, "incomplete record header");
         return REC_SHORT;
     }
-    uint8_t hb[IOT_STORE_RECORD_HEADER];
-    int rc = pread_full(r->fd, hb, sizeof hb, r->off);
-    if (rc != 0) {
-        snprintf(why, whylen, "read error: %s", rc < 0 ? strerror(errno) : "file shrank");
+    const uint8_t *hb = bytes_at(r, r->off, IOT_STORE_RECORD_HEADER);
+    if (!hb) {
+        snprintf(why, whylen, "read error: %s", errno ? strerror(errno) : "file shrank");
         return REC_IO;
     }
     get_header(hb, h);
@@ -242,20 +283,18 @@ static enum rec_result read_record(struct seg_reader *r, struct rec_header *h, c
         snprintf(why, whylen, "record of %u bytes is cut off by the end of the file", h->len);
         return REC_SHORT;
     }
-    if (reserve(r, h->len ? h->len : 1) < 0) {
-        snprintf(why, whylen, "out of memory for a record of %u bytes", h->len);
+    const uint8_t *payload = bytes_at(r, r->off + IOT_STORE_RECORD_HEADER, h->len);
+    if (!payload) {
+        snprintf(why, whylen, "%s: %s", errno == ENOMEM ? "out of memory for a record" : "read error",
+                 errno ? strerror(errno) : "file shrank");
         return REC_IO;
     }
-    rc = pread_full(r->fd, r->payload, h->len, r->off + IOT_STORE_RECORD_HEADER);
-    if (rc != 0) {
-        snprintf(why, whylen, "read error: %s", rc < 0 ? strerror(errno) : "file shrank");
-        return REC_IO;
-    }
-    uint32_t crc = iot_wire_crc32(r->payload, h->len);
+    uint32_t crc = iot_wire_crc32(payload, h->len);
     if (crc != h->crc) {
         snprintf(why, whylen, "CRC mismatch (stored 0x%08x, computed 0x%08x)", h->crc, crc);
         return REC_BAD_CRC;
     }
+    h->payload = payload;
     r->off += IOT_STORE_RECORD_HEADER + h->len;
     return REC_OK;
 }
@@ -340,6 +379,7 @@ static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_r
     char name[32], why[256] = "";
     segment_name(name, sizeof name, num);
     r->fd = open_segment(dir, num, O_RDONLY, &r->size, err, errlen);
+    forget_window(r);
     if (r->fd < 0)
         return -1;
     if (info) {
@@ -363,7 +403,7 @@ static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_r
     while (rc == 0 && (res = read_record(r, &h, why, sizeof why)) == REC_OK) {
         if (info)
             info->records++;
-        rc = fn(ctx, r->payload, h.len, h.recv_ns);
+        rc = fn(ctx, h.payload, h.len, h.recv_ns);
     }
     close(r->fd);
     if (rc == 0 && res == REC_SHORT && is_last)
@@ -569,6 +609,7 @@ static int recover_last(struct iot_store *s, uint32_t num, char *err, size_t err
     segment_name(name, sizeof name, num);
     struct seg_reader r = {.fd = -1};
     r.fd = open_segment(s->dir, num, O_RDWR | O_APPEND, &r.size, err, errlen);
+    forget_window(&r);
     if (r.fd < 0)
         return -1;
     int rc = check_file_header(r.fd, r.size, why, sizeof why);
@@ -838,16 +879,67 @@ void iot_store_durable(const struct iot_store *s, struct iot_store_pos *pos)
     pos->offset = s->durable;
 }
 
-/* The records of one segment from pos->offset up to limit. */
-static int read_segment_range(const char *dir, struct iot_store_pos *pos, uint64_t limit,
-                              int to_end, struct seg_reader *r, iot_store_scan_fn fn, void *ctx,
+struct iot_store_follower {
+    char *dir;
+    struct seg_reader r; /* r.fd: segment `segment`, kept open between reads, or -1 */
+    uint32_t segment;
+};
+
+struct iot_store_follower *iot_store_follow(const char *dir)
+{
+    struct iot_store_follower *f = calloc(1, sizeof *f);
+    if (!f || !(f->dir = strdup(dir))) {
+        free(f);
+        return NULL;
+    }
+    f->r.fd = -1;
+    return f;
+}
+
+static void follower_let_go(struct iot_store_follower *f)
+{
+    if (f->r.fd >= 0)
+        close(f->r.fd);
+    f->r.fd = -1;
+    forget_window(&f->r);
+}
+
+void iot_store_follow_close(struct iot_store_follower *f)
+{
+    if (!f)
+        return;
+    follower_let_go(f);
+    free(f->r.payload);
+    free(f->dir);
+    free(f);
+}
+
+/* The records of one segment from pos->offset up to limit, or to its end
+ * (a segment the writer has left).  The segment stays open for the next
+ * read, which mostly continues it. */
+static int read_segment_range(struct iot_store_follower *f, struct iot_store_pos *pos,
+                              uint64_t limit, int to_end, iot_store_scan_fn fn, void *ctx,
                               char *err, size_t errlen)
 {
+    struct seg_reader *r = &f->r;
     char name[32], why[256] = "";
     segment_name(name, sizeof name, pos->segment);
-    r->fd = open_segment(dir, pos->segment, O_RDONLY, &r->size, err, errlen);
-    if (r->fd < 0)
-        return -1;
+    if (r->fd < 0 || f->segment != pos->segment) {
+        follower_let_go(f);
+        r->fd = open_segment(f->dir, pos->segment, O_RDONLY, &r->size, err, errlen);
+        if (r->fd < 0)
+            return -1;
+        f->segment = pos->segment;
+    } else if (to_end) { /* written on since it was opened */
+        struct stat st;
+        if (fstat(r->fd, &st) < 0) {
+            iot_fail(err, errlen, "%s/%s: %s", f->dir, name, strerror(errno));
+            follower_let_go(f);
+            return -1;
+        }
+        r->size = (uint64_t)st.st_size;
+    } else
+        r->size = limit;
     if (!to_end && r->size > limit)
         r->size = limit;
     r->off = pos->offset;
@@ -856,23 +948,26 @@ static int read_segment_range(const char *dir, struct iot_store_pos *pos, uint64
     int rc = 0;
     while (rc == 0 && (res = read_record(r, &h, why, sizeof why)) == REC_OK) {
         pos->offset = r->off;
-        rc = fn(ctx, r->payload, h.len, h.recv_ns);
+        rc = fn(ctx, h.payload, h.len, h.recv_ns);
     }
-    close(r->fd);
     if (rc != 0 || res == REC_END)
         return rc;
-    return iot_fail(err, errlen, "%s/%s: %s at offset %llu", dir, name, why,
-                (unsigned long long)r->off);
+    follower_let_go(f);
+    return iot_fail(err, errlen, "%s/%s: %s at offset %llu", f->dir, name, why,
+                    (unsigned long long)r->off);
 }
 
-int iot_store_read_range(const char *dir, struct iot_store_pos *pos,
-                         const struct iot_store_pos *end, iot_store_scan_fn fn, void *ctx,
-                         char *err, size_t errlen)
+int iot_store_follow_read(struct iot_store_follower *f, struct iot_store_pos *pos,
+                          const struct iot_store_pos *end, iot_store_scan_fn fn, void *ctx,
+                          char *err, size_t errlen)
 {
+    /* Mostly more of the segment already open: no need to list the others. */
+    if (f->r.fd >= 0 && pos->segment == f->segment && end->segment == pos->segment &&
+        pos->offset >= IOT_STORE_FILE_HEADER)
+        return read_segment_range(f, pos, end->offset, 0, fn, ctx, err, errlen);
     struct seglist segs;
-    if (list_segments(dir, &segs, err, errlen) < 0)
+    if (list_segments(f->dir, &segs, err, errlen) < 0)
         return -1;
-    struct seg_reader r = {.fd = -1};
     int rc = 0;
     for (size_t i = 0; i < segs.n && rc == 0; i++) {
         uint32_t num = segs.num[i];
@@ -882,11 +977,21 @@ int iot_store_read_range(const char *dir, struct iot_store_pos *pos,
             *pos = (struct iot_store_pos){num, IOT_STORE_FILE_HEADER};
         /* Earlier segments are complete; the last one is read up to what
          * the writer has made durable. */
-        rc = read_segment_range(dir, pos, end->offset, num < end->segment, &r, fn, ctx, err,
-                                errlen);
+        rc = read_segment_range(f, pos, end->offset, num < end->segment, fn, ctx, err, errlen);
     }
-    free(r.payload);
     free(segs.num);
+    return rc;
+}
+
+int iot_store_read_range(const char *dir, struct iot_store_pos *pos,
+                         const struct iot_store_pos *end, iot_store_scan_fn fn, void *ctx,
+                         char *err, size_t errlen)
+{
+    struct iot_store_follower *f = iot_store_follow(dir);
+    if (!f)
+        return iot_fail(err, errlen, "out of memory reading the store");
+    int rc = iot_store_follow_read(f, pos, end, fn, ctx, err, errlen);
+    iot_store_follow_close(f);
     return rc;
 }
 

@@ -104,4 +104,14 @@ int iot_store_read_range(const char *dir, struct iot_store_pos *pos,
                          const struct iot_store_pos *end, iot_store_scan_fn fn, void *ctx,
                          char *err, size_t errlen);
 
+/* The same for a reader that comes back for more (the live analysis): it
+ * keeps the segment it reads open, and the read-ahead of its last read,
+ * between calls.  NULL when memory is short. */
+struct iot_store_follower;
+struct iot_store_follower *iot_store_follow(const char *dir);
+int iot_store_follow_read(struct iot_store_follower *f, struct iot_store_pos *pos,
+                          const struct iot_store_pos *end, iot_store_scan_fn fn, void *ctx,
+                          char *err, size_t errlen);
+void iot_store_follow_close(struct iot_store_follower *f);
+
 #endif

@@ -205,20 +205,23 @@ static void test_rotation(void **state)
 /* A reader following a live writer (the collector's live analysis): after
  * each sync it reads from where it stopped up to the writer's end, across
  * segment rotations, and sees every record once, in order; records the
- * writer has buffered but not synced are not read. */
-static void test_follow_writer(void **state)
+ * writer has buffered but not synced are not read.  Stateless reads, and a
+ * follower that keeps its segment and read-ahead between them; with small
+ * segments (a rotation every few rounds) and one large one (reads that
+ * continue the open segment and go past a read-ahead chunk). */
+static void follow_writer(const char *dir, int follower, uint64_t segment_size, size_t per_round)
 {
-    struct fixture *f = *state;
     char err[512] = "";
-    struct iot_store *s = iot_store_open(f->dir, 1, err, sizeof err);
+    struct iot_store *s = iot_store_open(dir, 1, err, sizeof err);
     assert_non_null(s);
-    iot_store_set_segment_size(s, 4096);
+    iot_store_set_segment_size(s, segment_size);
+    struct iot_store_follower *fw = follower ? iot_store_follow(dir) : NULL;
     struct seen seen = {0, 0};
     struct iot_store_pos pos = {0, 0}, end;
     uint8_t buf[1100];
     size_t next = 0;
     for (size_t round = 0; round < 40; round++) {
-        size_t n = round % 7; /* some rounds append nothing */
+        size_t n = round % 7 * per_round; /* some rounds append nothing */
         for (size_t k = 0; k < n; k++, next++) {
             rec_fill(buf, next, rec_len(next));
             assert_int_equal(iot_store_append(s, buf, rec_len(next), rec_time(next)), 0);
@@ -228,17 +231,38 @@ static void test_follow_writer(void **state)
         /* Appended but not synced: not part of `end`. */
         rec_fill(buf, next, rec_len(next));
         assert_int_equal(iot_store_append(s, buf, rec_len(next), rec_time(next)), 0);
-        if (iot_store_read_range(f->dir, &pos, &end, check_record, &seen, err, sizeof err) != 0)
-            fail_msg("read_range: %s", err);
+        int rc = fw ? iot_store_follow_read(fw, &pos, &end, check_record, &seen, err, sizeof err)
+                    : iot_store_read_range(dir, &pos, &end, check_record, &seen, err, sizeof err);
+        if (rc != 0)
+            fail_msg("read: %s", err);
         assert_int_equal(seen.count, next);
         assert_int_equal(seen.first_len_mismatch, 0);
         assert_int_equal(pos.segment, end.segment);
         assert_int_equal(pos.offset, end.offset);
         next++; /* the unsynced record is covered by the next round's sync */
     }
-    assert_true(iot_store_segment(s) > 5);
+    assert_true(segment_size > 4096 || iot_store_segment(s) > 5);
     assert_int_equal(iot_store_close(s), 0);
-    assert_int_equal(scan_ok(f->dir), next);
+    iot_store_follow_close(fw);
+    assert_int_equal(scan_ok(dir), next);
+}
+
+static void test_follow_writer(void **state)
+{
+    struct fixture *f = *state;
+    follow_writer(f->dir, 0, 4096, 1);
+}
+
+static void test_follower(void **state)
+{
+    struct fixture *f = *state;
+    follow_writer(f->dir, 1, 4096, 1);
+}
+
+static void test_follower_one_segment(void **state)
+{
+    struct fixture *f = *state;
+    follow_writer(f->dir, 1, 1u << 30, 60); /* about 3.5 MB: several read-ahead chunks */
 }
 
 static void test_large_record_own_segment(void **state)
@@ -450,6 +474,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_file_header_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follow_writer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_follower, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_follower_one_segment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_record_own_segment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deleted_under_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_partial_payload, setup, teardown),

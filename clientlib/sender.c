@@ -97,6 +97,8 @@ static struct {
     uint64_t made;          /* Body.made_through of the last batch handed over */
     int64_t last_sweep_ns;
     int64_t last_flush_ns;
+    uint64_t poll_written;  /* records the rings had taken at the last look */
+    int64_t poll_ns;        /* when (CLOCK_MONOTONIC) */
     uint64_t sent_events, sent_batches, failed_batches;
     int final;                /* the last sweep, at exit: nothing comes after it */
     uint64_t boxed_batches, boxed_bytes;
@@ -587,15 +589,68 @@ static void drain_ring(struct iot_ring *r, struct name_entry **names, int64_t no
     }
 }
 
-static size_t pending_records(void)
+struct ring_fill {
+    uint64_t pending; /* records waiting in all rings */
+    uint64_t written; /* records the rings have taken, ever */
+    uint64_t room;    /* free slots in the fullest ring */
+};
+
+static void ring_fill(struct ring_fill *f)
 {
-    size_t n = 0;
+    *f = (struct ring_fill){.room = UINT64_MAX};
     pthread_mutex_lock(&s.lock);
-    for (struct iot_ring *r = s.rings; r; r = r->next)
-        n += atomic_load_explicit(&r->head, memory_order_relaxed) -
-             atomic_load_explicit(&r->tail, memory_order_relaxed);
+    for (struct iot_ring *r = s.rings; r; r = r->next) {
+        uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+        uint64_t used = head - atomic_load_explicit(&r->tail, memory_order_relaxed);
+        f->pending += used;
+        f->written += head;
+        if (r->mask + 1 - used < f->room)
+            f->room = r->mask + 1 - used;
+    }
     pthread_mutex_unlock(&s.lock);
-    return n;
+}
+
+/* How long the sender may sleep before it looks at the rings again.  Every
+ * wake-up takes a core from a rank on a node whose cores all run one, so
+ * it sleeps as long as the rings allow: until, at the rate they filled
+ * since it last looked, half a batch would be waiting or the fullest ring
+ * would be half full, halved again for a burst; at least POLL_MIN_MS (a
+ * ring of 65 536 records is then safe up to 16 M records/s), at most
+ * POLL_MAX_MS (a ring fills from empty no faster than that takes at 3 M
+ * records/s), and never past the flush interval. */
+#define POLL_MIN_MS 2
+#define POLL_MAX_MS 20
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t poll_interval_ms(const struct ring_fill *f, int64_t now_mono, int64_t now_real)
+{
+    int64_t flush_left = (s.last_sweep_ns + (int64_t)iot_g.cfg.flush_ms * 1000000 - now_real) /
+                         1000000;
+    int64_t ms = POLL_MAX_MS;
+    uint64_t elapsed = (uint64_t)(now_mono - s.poll_ns);
+    if (s.poll_ns && f->written >= s.poll_written && elapsed > 0) {
+        uint64_t added = f->written - s.poll_written;
+        uint64_t batch_left = f->pending < s.cap / 2 ? s.cap / 2 - f->pending : 0;
+        uint64_t limit = batch_left < f->room / 2 ? batch_left : f->room / 2;
+        if (added)
+            ms = (int64_t)((double)limit / ((double)added / (double)elapsed) / 2e6);
+    } else
+        ms = POLL_MIN_MS; /* threads came and went: no rate to go by */
+    s.poll_written = f->written;
+    s.poll_ns = now_mono;
+    if (ms > POLL_MAX_MS)
+        ms = POLL_MAX_MS;
+    if (ms < POLL_MIN_MS)
+        ms = POLL_MIN_MS;
+    if (ms > flush_left)
+        ms = flush_left > 1 ? flush_left : 1;
+    return ms;
 }
 
 static void sweep(void)
@@ -719,9 +774,9 @@ static void *sender_main(void *arg)
     await_connection(500);
     if (!s.zsock)
         iot_debug_log("no agent connection; events will be counted as dropped");
-    /* Sweep when a ring fills up or the flush interval passes; look every
-     * 2 ms so that busy threads do not overrun their rings. */
-    const int64_t poll_ms = iot_g.cfg.flush_ms < 2 ? (int64_t)iot_g.cfg.flush_ms : 2;
+    /* Sweep when half a batch is waiting or the flush interval passes;
+     * look as often as the rings' filling needs (poll_interval_ms). */
+    int64_t poll_ms = POLL_MIN_MS;
     for (;;) {
         wait_a_little(poll_ms);
         pthread_mutex_lock(&s.lock);
@@ -732,9 +787,16 @@ static void *sender_main(void *arg)
         clock_gettime(CLOCK_REALTIME, &ts);
         int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
         s.final = stop;
+        struct ring_fill f;
+        ring_fill(&f);
         if (stop || flush || now - s.last_sweep_ns >= (int64_t)iot_g.cfg.flush_ms * 1000000 ||
-            pending_records() >= s.cap / 2)
+            f.pending >= s.cap / 2) {
             sweep();
+            ring_fill(&f);
+            clock_gettime(CLOCK_REALTIME, &ts);
+            now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        }
+        poll_ms = poll_interval_ms(&f, mono_ns(), now);
         pthread_mutex_lock(&s.lock);
         s.sweeps++;
         pthread_cond_broadcast(&s.swept);

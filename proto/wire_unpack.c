@@ -11,9 +11,8 @@
  * allocator so that iotrace__body__free_unpacked() frees it.  Anything
  * this reader does not expect (a column written unpacked, which protobuf
  * allows, a table or a column given twice, a column this build does not
- * know, a malformed value) sends the
- * whole body to protobuf-c instead, so what is accepted, and how, stays
- * protobuf-c's. */
+ * know, a malformed value) sends the whole body to protobuf-c instead, so
+ * what is accepted, and how, stays protobuf-c's. */
 #include "wire.h"
 
 #include <stdlib.h>

@@ -61,7 +61,7 @@ struct seg_reader {
     int fd;
     uint64_t off;
     uint64_t size;
-    uint8_t *payload; /* the window: file bytes from win_off, win_len of them */
+    uint8_t *win; /* the window: file bytes from win_off, win_len of them */
     size_t cap;
     uint64_t win_off;
     size_t win_len;
@@ -217,10 +217,10 @@ static int reserve(struct seg_reader *r, size_t len)
 {
     if (len <= r->cap)
         return 0;
-    uint8_t *p = realloc(r->payload, len);
+    uint8_t *p = realloc(r->win, len);
     if (!p)
         return -1;
-    r->payload = p;
+    r->win = p;
     r->cap = len;
     return 0;
 }
@@ -238,7 +238,7 @@ static const uint8_t *bytes_at(struct seg_reader *r, uint64_t off, size_t len)
 {
     if (off >= r->win_off && off - r->win_off <= r->win_len &&
         len <= r->win_len - (off - r->win_off))
-        return r->payload + (off - r->win_off);
+        return r->win + (off - r->win_off);
     size_t want = len > READ_CHUNK ? len : READ_CHUNK;
     if (want > r->size - off)
         want = (size_t)(r->size - off);
@@ -247,7 +247,7 @@ static const uint8_t *bytes_at(struct seg_reader *r, uint64_t off, size_t len)
         errno = ENOMEM;
         return NULL;
     }
-    int rc = pread_full(r->fd, r->payload, want, off);
+    int rc = pread_full(r->fd, r->win, want, off);
     if (rc != 0) {
         if (rc > 0)
             errno = 0;
@@ -255,12 +255,12 @@ static const uint8_t *bytes_at(struct seg_reader *r, uint64_t off, size_t len)
     }
     r->win_off = off;
     r->win_len = want;
-    return r->payload;
+    return r->win;
 }
 
 /* Reads the record at r->off into h, its payload in the reader's window;
- * advances r->off only on
- * REC_OK, so on failure r->off names the damaged record. */
+ * advances r->off only on REC_OK, so on failure r->off names the damaged
+ * record. */
 static enum rec_result read_record(struct seg_reader *r, struct rec_header *h, char *why,
                                    size_t whylen)
 {
@@ -285,7 +285,8 @@ static enum rec_result read_record(struct seg_reader *r, struct rec_header *h, c
     }
     const uint8_t *payload = bytes_at(r, r->off + IOT_STORE_RECORD_HEADER, h->len);
     if (!payload) {
-        snprintf(why, whylen, "%s: %s", errno == ENOMEM ? "out of memory for a record" : "read error",
+        snprintf(why, whylen, "%s: %s",
+                 errno == ENOMEM ? "out of memory for a record" : "read error",
                  errno ? strerror(errno) : "file shrank");
         return REC_IO;
     }
@@ -438,7 +439,7 @@ int iot_store_scan_info(const char *dir, iot_store_scan_fn fn, void *ctx,
     int rc = 0;
     for (size_t i = 0; i < segs.n && rc == 0; i++)
         rc = scan_segment(dir, segs.num[i], i + 1 == segs.n, &r, fn, ctx, info, err, errlen);
-    free(r.payload);
+    free(r.win);
     free(segs.num);
     return rc;
 }
@@ -625,7 +626,7 @@ static int recover_last(struct iot_store *s, uint32_t num, char *err, size_t err
      * DUPLICATE. */
     if (rc == 0 && fdatasync(r.fd) < 0)
         rc = iot_fail(err, errlen, "cannot sync %s/%s: %s", s->dir, name, strerror(errno));
-    free(r.payload);
+    free(r.win);
     if (rc < 0) {
         close(r.fd);
         return -1;
@@ -909,7 +910,7 @@ void iot_store_follow_close(struct iot_store_follower *f)
     if (!f)
         return;
     follower_let_go(f);
-    free(f->r.payload);
+    free(f->r.win);
     free(f->dir);
     free(f);
 }

@@ -1179,12 +1179,16 @@ static void test_body_unpack_unusual(void **state)
         const uint8_t *b;
         size_t n;
         int ok;
-    } cases[] = {{long_length, sizeof long_length, 0},{unpacked, sizeof unpacked, 1},       {twice, sizeof twice, 1},
-                 {column_twice, sizeof column_twice, 1}, {unknown, sizeof unknown, 1},
-                 {fixed_odd, sizeof fixed_odd, 0},     {long_varint, sizeof long_varint, 0}};
+    } cases[] = {
+        {long_length, sizeof long_length, 0},   {unpacked, sizeof unpacked, 1},
+        {twice, sizeof twice, 1},               {column_twice, sizeof column_twice, 1},
+        {unknown, sizeof unknown, 1},           {fixed_odd, sizeof fixed_odd, 0},
+        {long_varint, sizeof long_varint, 0},
+    };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         iot_body *got = iot_wire_body_unpack(NULL, cases[i].n, cases[i].b);
-        assert_int_equal((got != NULL) * 100 + (int)i, cases[i].ok * 100 + (int)i);
+        if ((got != NULL) != cases[i].ok)
+            fail_msg("case %zu: %s", i, got ? "read, protobuf-c refuses it" : "refused");
         if (got)
             iotrace__body__free_unpacked(got, NULL);
         for (size_t cut = 0; cut <= cases[i].n; cut++)

@@ -594,11 +594,12 @@ struct ring_fill {
     uint64_t pending; /* records waiting in all rings */
     uint64_t written; /* records the rings have taken, ever */
     uint64_t room;    /* free slots in the fullest ring */
+    uint64_t least;   /* slots of the smallest ring */
 };
 
 static void ring_fill(struct ring_fill *f)
 {
-    *f = (struct ring_fill){.room = UINT64_MAX};
+    *f = (struct ring_fill){.room = UINT64_MAX, .least = UINT64_MAX};
     pthread_mutex_lock(&s.lock);
     for (struct iot_ring *r = s.rings; r; r = r->next) {
         uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -607,6 +608,8 @@ static void ring_fill(struct ring_fill *f)
         f->written += head;
         if (r->mask + 1 - used < f->room)
             f->room = r->mask + 1 - used;
+        if (r->mask + 1 < f->least)
+            f->least = r->mask + 1;
     }
     pthread_mutex_unlock(&s.lock);
 }
@@ -617,18 +620,22 @@ static void ring_fill(struct ring_fill *f)
  * since it last looked, half a batch would be waiting or the fullest ring
  * would be half full, halved again for a burst.  At least POLL_MIN_MS: a
  * ring of 65 536 records then gets half full only above 16 M records/s.
- * At most POLL_MAX_MS, the longest a burst after a quiet spell goes
- * unseen: an empty ring of 65 536 records takes that long to fill at
- * 3.3 M records/s, a storage server's of 16 384 at 0.8 M.  Never past the
- * flush interval. */
+ * At most POLL_MAX_MS, and no longer than half the smallest ring takes to
+ * fill at BURST_PER_MS: the longest a burst after a quiet spell goes
+ * unseen (20 ms for the default 65 536 records, 8 ms for a storage
+ * server's 16 384, the former 2 ms for rings of 4 096 and less).  Never
+ * past the flush interval. */
 #define POLL_MIN_MS 2
 #define POLL_MAX_MS 20
+#define BURST_PER_MS 1000 /* records a thread can make in a ms: 1 M a second */
 
 static int64_t poll_interval_ms(const struct ring_fill *f, int64_t now_mono, int64_t now_real)
 {
     int64_t flush_left = (s.last_sweep_ns + (int64_t)iot_g.cfg.flush_ms * 1000000 - now_real) /
                          1000000;
-    int64_t ms = POLL_MAX_MS;
+    int64_t most = f->least / 2 / BURST_PER_MS < POLL_MAX_MS
+                       ? (int64_t)(f->least / 2 / BURST_PER_MS) : POLL_MAX_MS;
+    int64_t ms = most;
     uint64_t elapsed = (uint64_t)(now_mono - s.poll_ns);
     if (s.poll_ns && f->written >= s.poll_written && elapsed > 0) {
         uint64_t added = f->written - s.poll_written;
@@ -640,8 +647,8 @@ static int64_t poll_interval_ms(const struct ring_fill *f, int64_t now_mono, int
         ms = POLL_MIN_MS; /* threads came and went: no rate to go by */
     s.poll_written = f->written;
     s.poll_ns = now_mono;
-    if (ms > POLL_MAX_MS)
-        ms = POLL_MAX_MS;
+    if (ms > most)
+        ms = most;
     if (ms < POLL_MIN_MS)
         ms = POLL_MIN_MS;
     if (ms > flush_left)

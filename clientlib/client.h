@@ -82,7 +82,10 @@ _Static_assert(sizeof(union iot_slot) == 64, "a ring slot is one cache line");
 struct iot_ring {
     _Atomic uint64_t head;
     uint64_t mask;
-    uint64_t tail_seen; /* producer only: the sender's tail as last read */
+    /* Producer only: the head at which it looks at the sender's tail again,
+     * IOT_RING_KICK past the tail it last read (there it wakes the sender,
+     * iot_ring_room), or a whole ring past it (full: drop). */
+    uint64_t mark;
     char pad0[40];
     _Atomic uint64_t tail;
     char pad1[56];
@@ -256,6 +259,9 @@ IOT_HIDDEN void iot_sender_start(void);
 IOT_HIDDEN void iot_sender_register_ring(struct iot_ring *ring);
 IOT_HIDDEN void iot_sender_flush(int timeout_ms);
 IOT_HIDDEN void iot_sender_stop(void);
+/* Wakes the sender thread if it sleeps; any thread, never blocks, keeps
+ * errno. */
+IOT_HIDDEN void iot_sender_kick(void);
 IOT_HIDDEN void iot_sender_after_fork_child(void);
 IOT_HIDDEN void iot_sender_queue_name(uint64_t id, const char *path, size_t len);
 IOT_HIDDEN void iot_sender_fork_prepare(void);
@@ -272,7 +278,12 @@ struct iot_wr {
     uint64_t h;
 };
 
-/* Out of line: the ring looks full by the producer's last view of the tail. */
+/* A quarter of a ring of `size` slots: how full it gets before its thread
+ * wakes the sender. */
+#define IOT_RING_KICK(size) ((size) / 4)
+
+/* Out of line: the head has reached r->mark (a quarter full, or full, by
+ * the producer's last view of the tail). */
 IOT_HIDDEN int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n);
 
 static inline struct iot_rec *iot_rec_begin(struct iot_wr *w, uint64_t n)
@@ -284,7 +295,7 @@ static inline struct iot_rec *iot_rec_begin(struct iot_wr *w, uint64_t n)
             return NULL;
     }
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    if (IOT_UNLIKELY(h + n - r->tail_seen > r->mask + 1) && !iot_ring_room(r, h, n))
+    if (IOT_UNLIKELY(h + n > r->mark) && !iot_ring_room(r, h, n))
         return NULL;
     w->r = r;
     w->h = h;

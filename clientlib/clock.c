@@ -7,13 +7,7 @@
 #include <cpuid.h>
 #endif
 
-/* Two calibration points: raw readings map linearly between them and are
- * extrapolated past the newer one until the next sweep renews it. */
-static struct {
-    uint64_t raw_a, raw_b;
-    int64_t ns_a, ns_b;
-    double ns_per_tick;
-} cal;
+struct iot_clock_cal iot_clock_cal;
 
 static int64_t gettime_ns(void)
 {
@@ -59,55 +53,39 @@ void iot_clock_init(const char *choice)
 #else
     (void)choice;
 #endif
-    sample(&cal.raw_a, &cal.ns_a);
+    struct iot_clock_cal *c = &iot_clock_cal;
+    sample(&c->raw_a, &c->ns_a);
     if (!iot_g.use_tsc) {
-        cal.ns_per_tick = 1.0;
-        cal.raw_b = cal.raw_a;
-        cal.ns_b = cal.ns_a;
+        c->ns_per_tick = 1.0;
+        c->raw_b = c->raw_a;
+        c->ns_b = c->ns_a;
         return;
     }
     /* A first rate estimate so that records converted before the first
      * sweep are already close; 2 ms of spinning happens once per process. */
-    int64_t until = cal.ns_a + 2000000;
+    int64_t until = c->ns_a + 2000000;
     do
-        sample(&cal.raw_b, &cal.ns_b);
-    while (cal.ns_b < until && cal.ns_b >= cal.ns_a);
-    cal.ns_per_tick = cal.raw_b > cal.raw_a
-                          ? (double)(cal.ns_b - cal.ns_a) / (double)(cal.raw_b - cal.raw_a)
-                          : 1.0;
+        sample(&c->raw_b, &c->ns_b);
+    while (c->ns_b < until && c->ns_b >= c->ns_a);
+    c->ns_per_tick =
+        c->raw_b > c->raw_a ? (double)(c->ns_b - c->ns_a) / (double)(c->raw_b - c->raw_a) : 1.0;
 }
 
 void iot_clock_calibrate(void)
 {
     if (!iot_g.use_tsc)
         return;
+    struct iot_clock_cal *c = &iot_clock_cal;
     uint64_t raw;
     int64_t ns;
     sample(&raw, &ns);
     /* Keep the older point far enough back (>= 50 ms) for a precise rate. */
-    if (ns - cal.ns_b >= 50000000 || ns < cal.ns_b) {
-        cal.raw_a = cal.raw_b;
-        cal.ns_a = cal.ns_b;
+    if (ns - c->ns_b >= 50000000 || ns < c->ns_b) {
+        c->raw_a = c->raw_b;
+        c->ns_a = c->ns_b;
     }
-    cal.raw_b = raw;
-    cal.ns_b = ns;
-    if (cal.raw_b > cal.raw_a && cal.ns_b > cal.ns_a)
-        cal.ns_per_tick = (double)(cal.ns_b - cal.ns_a) / (double)(cal.raw_b - cal.raw_a);
-}
-
-int64_t iot_clock_to_ns(uint64_t raw)
-{
-    if (!iot_g.use_tsc)
-        return (int64_t)raw;
-    double d = (double)(int64_t)(raw - cal.raw_b) * cal.ns_per_tick;
-    return cal.ns_b + (int64_t)d;
-}
-
-uint64_t iot_clock_span_ns(uint64_t raw0, uint64_t raw1)
-{
-    if (raw1 <= raw0)
-        return 0;
-    if (!iot_g.use_tsc)
-        return raw1 - raw0;
-    return (uint64_t)((double)(raw1 - raw0) * cal.ns_per_tick);
+    c->raw_b = raw;
+    c->ns_b = ns;
+    if (c->raw_b > c->raw_a && c->ns_b > c->ns_a)
+        c->ns_per_tick = (double)(c->ns_b - c->ns_a) / (double)(c->raw_b - c->raw_a);
 }

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -68,7 +70,7 @@ struct drop_acc {
 
 static struct {
     pthread_mutex_t lock; /* rings list, names queue, thread start */
-    pthread_cond_t wake;
+    _Atomic uint32_t kick; /* KICK_*: how the sender thread is woken (a futex) */
     pthread_cond_t swept;
     pthread_cond_t idle;
     int working; /* the sender thread is running, not parked in wait_a_little() */
@@ -621,13 +623,15 @@ static void ring_fill(struct ring_fill *f)
  * would be half full, halved again for a burst.  At least POLL_MIN_MS: a
  * ring of 65 536 records then gets half full only above 16 M records/s.
  * At most POLL_MAX_MS, and no longer than half the smallest ring takes to
- * fill at BURST_PER_MS: the longest a burst after a quiet spell goes
- * unseen (20 ms for the default 65 536 records, 8 ms for a storage
- * server's 16 384, the former 2 ms for rings of 4 096 and less).  Never
- * past the flush interval. */
+ * fill at BURST_PER_MS (20 ms for the default 65 536 records, 8 ms for a
+ * storage server's 16 384, 2 ms for rings of 4 096 and less).  Never past
+ * the flush interval.  A thread that records faster than that, in a burst
+ * after a quiet spell, wakes the sender when its ring gets a quarter full
+ * (iot_ring_room, iot_sender_kick); the next sleep after such a wake-up is
+ * the shortest, since the rate seen until then is no longer the rate. */
 #define POLL_MIN_MS 2
 #define POLL_MAX_MS 20
-#define BURST_PER_MS 1000 /* records a thread can make in a ms: 1 M a second */
+#define BURST_PER_MS 1000 /* records a thread makes in a ms at 1 M a second */
 
 static int64_t poll_interval_ms(const struct ring_fill *f, int64_t now_mono, int64_t now_real)
 {
@@ -745,23 +749,43 @@ static void close_socket(void)
     s.zsock = s.zctx = NULL;
 }
 
+/* The sender thread sleeps on s.kick, a futex, rather than on a condition
+ * variable: a recording thread that wakes it must never wait, and a
+ * condition variable is signalled under its mutex. */
+enum { KICK_AWAKE, KICK_SLEEPING, KICK_KICKED };
+
+void iot_sender_kick(void)
+{
+    if (atomic_exchange(&s.kick, KICK_KICKED) == KICK_SLEEPING) {
+        int saved = errno;
+        syscall(SYS_futex, &s.kick, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        errno = saved;
+    }
+}
+
 /* The only place the sender thread is idle: a fork may proceed while it is
  * parked here, and while a fork is under way it cannot leave (the forking
- * thread holds s.lock). */
-static void wait_a_little(int64_t ms)
+ * thread holds s.lock).  A kick that comes while it is awake makes its
+ * next sleep return at once: nothing it was woken for is missed. */
+static int wait_a_little(int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)(ms * 1000000);
-    ts.tv_sec += ts.tv_nsec / 1000000000;
-    ts.tv_nsec %= 1000000000;
     pthread_mutex_lock(&s.lock);
     s.working = 0;
     pthread_cond_broadcast(&s.idle);
-    if (!s.stop && !s.flush_requested)
-        pthread_cond_timedwait(&s.wake, &s.lock, &ts);
+    int asked = s.stop || s.flush_requested, kicked = 0;
+    pthread_mutex_unlock(&s.lock);
+    if (!asked) {
+        kicked = atomic_exchange(&s.kick, KICK_SLEEPING) == KICK_KICKED;
+        if (!kicked) {
+            struct timespec rel = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+            syscall(SYS_futex, &s.kick, FUTEX_WAIT_PRIVATE, KICK_SLEEPING, &rel, NULL, 0);
+        }
+    }
+    kicked |= atomic_exchange(&s.kick, KICK_AWAKE) == KICK_KICKED;
+    pthread_mutex_lock(&s.lock);
     s.working = 1;
     pthread_mutex_unlock(&s.lock);
+    return kicked;
 }
 
 static void *sender_main(void *arg)
@@ -775,11 +799,12 @@ static void *sender_main(void *arg)
     await_connection(500);
     if (!s.zsock)
         iot_debug_log("no agent connection; events will be counted as dropped");
-    /* Sweep when half a batch is waiting or the flush interval passes;
-     * look as often as the rings' filling needs (poll_interval_ms). */
+    /* Sweep when half a batch is waiting, a ring is filling up (a thread
+     * woke the sender) or the flush interval passes; look as often as the
+     * rings' filling needs (poll_interval_ms). */
     int64_t poll_ms = POLL_MIN_MS;
     for (;;) {
-        wait_a_little(poll_ms);
+        int kicked = wait_a_little(poll_ms);
         pthread_mutex_lock(&s.lock);
         int stop = s.stop, flush = s.flush_requested;
         s.flush_requested = 0;
@@ -788,13 +813,15 @@ static void *sender_main(void *arg)
         s.final = stop;
         struct ring_fill f;
         ring_fill(&f);
-        if (stop || flush || now - s.last_sweep_ns >= (int64_t)iot_g.cfg.flush_ms * 1000000 ||
-            f.pending >= s.cap / 2) {
+        if (stop || flush || kicked || f.pending >= s.cap / 2 ||
+            now - s.last_sweep_ns >= (int64_t)iot_g.cfg.flush_ms * 1000000) {
             sweep();
             ring_fill(&f);
             now = iot_now_ns();
         }
         poll_ms = poll_interval_ms(&f, iot_mono_ns(), now);
+        if (kicked) /* a burst: the rate it went by is no longer the rate */
+            poll_ms = POLL_MIN_MS;
         pthread_mutex_lock(&s.lock);
         s.sweeps++;
         pthread_cond_broadcast(&s.swept);
@@ -838,7 +865,6 @@ void iot_sender_start(void)
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s.wake, &ca);
     pthread_cond_init(&s.swept, &ca);
     pthread_condattr_destroy(&ca);
     s.working = 1; /* from its very start: a new thread's set-up allocates too */
@@ -864,7 +890,7 @@ void iot_sender_flush(int timeout_ms)
      * before the records we care about were written. */
     uint64_t target = s.sweeps + 2;
     s.flush_requested = 1;
-    pthread_cond_signal(&s.wake);
+    iot_sender_kick();
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += timeout_ms / 1000;
@@ -876,7 +902,7 @@ void iot_sender_flush(int timeout_ms)
             break;
         if (s.sweeps < target && !s.flush_requested) {
             s.flush_requested = 1;
-            pthread_cond_signal(&s.wake);
+            iot_sender_kick();
         }
     }
     pthread_mutex_unlock(&s.lock);
@@ -890,7 +916,7 @@ void iot_sender_stop(void)
         return;
     }
     s.stop = 1;
-    pthread_cond_signal(&s.wake);
+    iot_sender_kick();
     pthread_mutex_unlock(&s.lock);
     pthread_join(s.thread, NULL);
 }
@@ -932,6 +958,7 @@ void iot_sender_after_fork_child(void)
     s.names = NULL;
     s.names_tail = &s.names;
     s.started = s.stop = s.flush_requested = s.working = 0;
+    atomic_store(&s.kick, KICK_AWAKE);
     s.zctx = s.zsock = NULL;
     s.seq = 0;
     s.made = s.sent_events = s.sent_batches = s.failed_batches = 0;

@@ -3,6 +3,7 @@
 add_executable(mpiio_mix ${IOTRACE_TEST_DIR}/mpi/mpiio_mix.c)
 target_link_libraries(mpiio_mix PRIVATE MPI::MPI_C)
 add_executable(posix_mix ${IOTRACE_TEST_DIR}/posix/posix_mix.c)
+add_executable(posix_burst ${IOTRACE_TEST_DIR}/posix/burst.c)
 add_executable(aio_mix ${IOTRACE_TEST_DIR}/mpi/aio_mix.c)
 target_link_libraries(aio_mix PRIVATE MPI::MPI_C Threads::Threads)
 add_executable(steady_io ${IOTRACE_TEST_DIR}/mpi/steady_io.c)
@@ -16,6 +17,7 @@ set(IOTRACE_IT_ARGS
   --mpiexec=${MPIEXEC_PROG}
   --app=$<TARGET_FILE:mpiio_mix>
   --posix-app=$<TARGET_FILE:posix_mix>
+  --burst-app=$<TARGET_FILE:posix_burst>
   --preload-prefix=${IOTRACE_PRELOAD_PREFIX})
 
 find_path(IOTRACE_MPIO_DIR mpio.h HINTS ${MPI_C_INCLUDE_DIRS} REQUIRED)

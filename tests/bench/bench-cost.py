@@ -2,7 +2,7 @@
 """Where the CPU time of one traced event goes, component by component.
 
     bench-cost.py BUILD_DIR [--calls N] [--rounds K] [--busy] [--analysis on|off]
-                  [--instructions CALLS] [--no-time]
+                  [--instructions CALLS [--keep DIR]] [--no-time]
 
 A real collector (live analysis on, HTTP on loopback) and a real agent run
 for the whole benchmark.  Each round runs tests/bench_client (N 8-byte
@@ -30,6 +30,8 @@ do not depend on the machine's load) with CALLS calls of each kind: the
 agent and the collector each run under callgrind for one traced run of
 bench_client, itself under callgrind (application thread and sender
 thread apart), and once untraced for the application thread's baseline.
+--keep DIR copies the callgrind files there (cg.traced-NN per thread of the
+traced program, cg.agent-NN, cg.collector-NN), for callgrind_annotate.
 --busy keeps one core busy with another process throughout.
 --analysis off runs the collector without its live analysis (and HTTP), as
 for a compute node whose collector runs elsewhere: the ranks then share
@@ -209,7 +211,7 @@ def callgrind_total(path):
     raise RuntimeError(f"no total in {path}")
 
 
-def instructions(build, calls):
+def instructions(build, calls, keep=None):
     """Two passes, so that no more than one process runs under valgrind at a
     time: the traced program under callgrind with the daemons native, then
     the daemons under callgrind with the program native."""
@@ -257,6 +259,10 @@ def instructions(build, calls):
           f"event: application thread {app / n1:.0f}, sender {sender / n1:.0f}, agent "
           f"{agent / n2:.0f}; collector ingest {ingest / n2:.0f}, live analysis {live / n2:.0f} "
           f"(the daemons' start-up included)")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        for p in glob.glob(f"{work}/cg.*"):
+            shutil.copy(p, keep)
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -269,6 +275,7 @@ def main():
     ap.add_argument("--analysis", choices=("on", "off"), default="on",
                     help="the collector's live analysis in the timed rounds (default on)")
     ap.add_argument("--instructions", type=int, metavar="CALLS", default=0)
+    ap.add_argument("--keep", metavar="DIR", help="keep the callgrind files in DIR")
     ap.add_argument("--no-time", action="store_true", help="instruction counts only")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
@@ -281,7 +288,7 @@ def main():
         if not a.no_time:
             timed(build, a.calls, a.rounds, a.analysis == "on")
         if a.instructions:
-            instructions(build, a.instructions)
+            instructions(build, a.instructions, a.keep)
     finally:
         if hog:
             hog.kill()

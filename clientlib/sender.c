@@ -412,6 +412,24 @@ static int push(const uint8_t *buf, size_t len)
 
 static int split_batch(struct name_entry **names, size_t n_names, int64_t now);
 
+static void fill_producer(iot_producer *prod)
+{
+    *prod = (iot_producer)IOTRACE__PRODUCER__INIT;
+    prod->node = iot_g.node;
+    prod->pid = iot_g.pid;
+    prod->start_time_ns = iot_g.start_ns;
+    if (iot_g.kind == IOT_PRODUCER_SERVER) {
+        prod->kind = IOTRACE__PRODUCER_KIND__PRODUCER_SERVER;
+        prod->server = iot_g.server;
+        prod->rank = -1;
+    } else {
+        prod->kind = IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT;
+        prod->job = iot_g.job;
+        prod->job_name = iot_g.job_name;
+        prod->rank = iot_g.rank;
+    }
+}
+
 /* Encodes and sends what has accumulated; names ride along with the first
  * batch after they were queued. */
 static void send_batch(struct name_entry **names, int64_t now)
@@ -442,20 +460,8 @@ static void send_batch(struct name_entry **names, int64_t now)
     if (name_pp && name_recs)
         attach_names(&body, *names, name_pp, name_recs, n_names);
 
-    iot_producer prod = IOTRACE__PRODUCER__INIT;
-    prod.node = iot_g.node;
-    prod.pid = iot_g.pid;
-    prod.start_time_ns = iot_g.start_ns;
-    if (iot_g.kind == IOT_PRODUCER_SERVER) {
-        prod.kind = IOTRACE__PRODUCER_KIND__PRODUCER_SERVER;
-        prod.server = iot_g.server;
-        prod.rank = -1;
-    } else {
-        prod.kind = IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT;
-        prod.job = iot_g.job;
-        prod.job_name = iot_g.job_name;
-        prod.rank = iot_g.rank;
-    }
+    iot_producer prod;
+    fill_producer(&prod);
 
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -740,13 +746,53 @@ static void await_connection(int max_ms)
     }
 }
 
-static void close_socket(void)
+/* 1 when the linger ran out with batches still queued: ZeroMQ keeps no
+ * count of what it then throws away, but it is the only thing that makes
+ * closing take the whole linger. */
+static int close_socket(void)
 {
+    int64_t t0 = iot_mono_ns();
+    int queued = s.zsock && s.sent_batches > s.boxed_batches;
     if (s.zsock)
         zmq_close(s.zsock);
     if (s.zctx)
         zmq_ctx_term(s.zctx);
     s.zsock = s.zctx = NULL;
+    int64_t took_ms = (iot_mono_ns() - t0) / 1000000;
+    return queued && took_ms >= (int64_t)iot_g.cfg.linger_ms * 9 / 10;
+}
+
+/* Batches the agent had not taken when the linger ran out (it was stopped,
+ * or too busy) vanish with the process, and whatever already went out
+ * shows no gap to count them by.  A batch with no events, after the last
+ * one, whose running total (Body.made_through) is everything handed over,
+ * goes into the drop box: readers count what never arrived as lost
+ * (DROP_LOST), and a late batch takes its events back from that count. */
+static void leave_running_total(void)
+{
+    iot_producer prod;
+    fill_producer(&prod);
+    iot_body body = IOTRACE__BODY__INIT;
+    body.made_through = s.made;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char err[160];
+    if (iot_wire_encode(&prod, iot_g.epoch, s.seq, &body, &buf, &len, err, sizeof err) != 0) {
+        iot_debug_log("cannot encode the running total: %s", err);
+        return;
+    }
+    if (dropbox_put(buf, len) == 0) {
+        s.seq++;
+        iot_debug_log("the agent had not taken every batch when the linger (%llu ms) ran out: the "
+                      "running total of %llu events went into its drop box, so that readers "
+                      "count what it did not take as lost",
+                      (unsigned long long)iot_g.cfg.linger_ms, (unsigned long long)s.made);
+    } else {
+        iot_debug_log("the agent had not taken every batch when the linger (%llu ms) ran out, and "
+                      "its drop box took no running total: what it did not take is lost uncounted",
+                      (unsigned long long)iot_g.cfg.linger_ms);
+    }
+    free(buf);
 }
 
 /* The sender thread sleeps on s.kick, a futex, rather than on a condition
@@ -846,7 +892,8 @@ static void *sender_main(void *arg)
                   (unsigned long long)s.sent_batches,
                   (unsigned long long)(s.made - s.sent_events), (unsigned long long)unsent,
                   (unsigned long long)s.failed_batches, (unsigned long long)s.boxed_batches);
-    close_socket();
+    if (close_socket())
+        leave_running_total();
     pthread_mutex_lock(&s.lock);
     s.working = 0;
     pthread_cond_broadcast(&s.idle);

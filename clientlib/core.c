@@ -359,6 +359,9 @@ int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n)
     if (h + n - tail > IOT_RING_KICK(size)) {
         iot_sender_kick();
         sched_yield(); /* never fails, errno untouched */
+        /* Not again before the ring looks full: kicking and yielding at
+         * every further quarter while the sender drains dropped more (2
+         * runs of 4 with rings of 8 192 records, against none of 5). */
         r->mark = tail + size;
     } else {
         r->mark = tail + IOT_RING_KICK(size);

@@ -755,8 +755,9 @@ static int close_socket(void)
     int queued = s.zsock && s.sent_batches > s.boxed_batches;
     if (s.zsock)
         zmq_close(s.zsock);
-    if (s.zctx)
-        zmq_ctx_term(s.zctx);
+    /* A signal cuts the wait short (EINTR): what is queued is still queued. */
+    while (s.zctx && zmq_ctx_term(s.zctx) != 0 && zmq_errno() == EINTR)
+        ;
     s.zsock = s.zctx = NULL;
     int64_t took_ms = (iot_mono_ns() - t0) / 1000000;
     return queued && took_ms >= (int64_t)iot_g.cfg.linger_ms * 9 / 10;

@@ -5,13 +5,13 @@
  * the next batch as a drop record. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -639,7 +639,8 @@ static void ring_fill(struct ring_fill *f)
 #define POLL_MAX_MS 20
 #define BURST_PER_MS 1000 /* records a thread makes in a ms at 1 M a second */
 
-static int64_t poll_interval_ms(const struct ring_fill *f, int64_t now_mono, int64_t now_real)
+static int64_t poll_interval_ms(const struct ring_fill *f, int64_t now_mono, int64_t now_real,
+                                int kicked)
 {
     int64_t flush_left = (s.last_sweep_ns + (int64_t)iot_g.cfg.flush_ms * 1000000 - now_real) /
                          1000000;
@@ -659,7 +660,7 @@ static int64_t poll_interval_ms(const struct ring_fill *f, int64_t now_mono, int
     s.poll_ns = now_mono;
     if (ms > most)
         ms = most;
-    if (ms < POLL_MIN_MS)
+    if (ms < POLL_MIN_MS || kicked)
         ms = POLL_MIN_MS;
     if (ms > flush_left)
         ms = flush_left > 1 ? flush_left : 1;
@@ -866,9 +867,7 @@ static void *sender_main(void *arg)
             ring_fill(&f);
             now = iot_now_ns();
         }
-        poll_ms = poll_interval_ms(&f, iot_mono_ns(), now);
-        if (kicked) /* a burst: the rate it went by is no longer the rate */
-            poll_ms = POLL_MIN_MS;
+        poll_ms = poll_interval_ms(&f, iot_mono_ns(), now, kicked);
         pthread_mutex_lock(&s.lock);
         s.sweeps++;
         pthread_cond_broadcast(&s.swept);

@@ -1,5 +1,6 @@
 """Starts a real iotrace collector and agent on loopback for a test, and
 runs programs with libiotrace-client preloaded under mpiexec."""
+import collections
 import json
 import os
 import shutil
@@ -86,6 +87,17 @@ class Deployment:
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         return [json.loads(line) for line in out.splitlines() if line.strip()]
 
+    def frozen_at_exit(self, proc, after_s, timeout=120):
+        """Freezes the agent (SIGSTOP: alive, reading nothing) after_s seconds
+        into proc, until proc has ended; proc's (returncode, stderr)."""
+        time.sleep(after_s)
+        self.agent.send_signal(signal.SIGSTOP)
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        finally:
+            self.agent.send_signal(signal.SIGCONT)
+        return proc.returncode, err
+
     def wait_for(self, predicate, job=None, timeout=30):
         """Polls the store until predicate(events) holds; returns the events."""
         deadline = time.time() + timeout
@@ -100,6 +112,15 @@ class Deployment:
                     return events
             time.sleep(0.3)
         raise AssertionError("events did not arrive in time; last count %d\n%s" % (len(events), self.logs()))
+
+
+def accounted(events):
+    """Per pid, the events stored plus those its drop records count: what
+    the process made, when nothing was lost uncounted."""
+    n = collections.Counter()
+    for e in events:
+        n[e["pid"]] += e["dropped"] if e["kind"] == "drop" else 1
+    return n
 
 
 def headless_chromium(tmp, *extra):

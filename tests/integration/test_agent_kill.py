@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Deployment, mpirun_cmd, parse_bins  # noqa: E402
+from harness import Deployment, accounted, mpirun_cmd, parse_bins  # noqa: E402
 
 NPROCS = 2
 RUN_S = 5
@@ -46,13 +46,6 @@ def kill_agent(dep):
 def spool_bytes(dep):
     d = os.path.join(dep.tmp, "agent-state", "spool")
     return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".seg"))
-
-
-def accounted(events):
-    n = collections.Counter()
-    for e in events:
-        n[e["pid"]] += e["dropped"] if e["kind"] == "drop" else 1
-    return n
 
 
 def drop_reasons(events):
@@ -152,13 +145,8 @@ def agent_frozen(bins, dep):
                      env={"IOTRACE_AGENT": dep.endpoint, "IOTRACE_JOB_ID": FROZEN_JOB,
                           "IOTRACE_VERBOSE": "1"})
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3.0)
-    dep.agent.send_signal(signal.SIGSTOP)
-    try:
-        out, err = job.communicate(timeout=120)
-    finally:
-        dep.agent.send_signal(signal.SIGCONT)
-    assert job.returncode == 0, err
+    rc, err = dep.frozen_at_exit(job, 3.0)
+    assert rc == 0, err
     made = {int(m.group(1)): int(m.group(2)) for m in MADE_RE.finditer(err)}
     assert len(made) == NPROCS, err
     totals = err.count("running total of")

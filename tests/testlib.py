@@ -41,18 +41,23 @@ def finish(tmp):
     return 1 if failures else 0
 
 
-def thread_cpu(pid):
-    """{thread name: CPU seconds} of a process, from /proc (threads of one
-    name summed)."""
-    clk = os.sysconf("SC_CLK_TCK")
-    out = {}
+def thread_stats(pid):
+    """(thread name, fields of /proc/PID/task/TID/stat after the name) for
+    each thread of a process; threads that ended meanwhile are left out."""
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 stat = f.read()
         except OSError:
             continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
+        yield stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+
+
+def thread_cpu(pid):
+    """{thread name: CPU seconds} of a process, from /proc (threads of one
+    name summed)."""
+    clk = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for name, fields in thread_stats(pid):
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / clk
     return out

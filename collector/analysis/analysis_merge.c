@@ -28,6 +28,11 @@ struct mg_item {
  * the back of any queue, so that a steady stream reuses the same memory
  * instead of asking the system for fresh pages. */
 #define CHUNK_FIRST 64u
+/* Held events are cold by the time they leave (the live analysis holds
+ * seconds of them, hundreds of megabytes): reading each queue this many
+ * items ahead hides the memory's latency, which an interleaved merge of
+ * many queues otherwise pays on every event. */
+#define PREFETCH_AHEAD 6u
 #define CHUNK_FULL 1024u
 #define SPARE_MAX 64u
 
@@ -35,6 +40,13 @@ struct mg_chunk {
     struct mg_chunk *next;
     uint32_t head, tail, cap;
     struct mg_item v[];
+};
+
+/* A queue's place in the heap, with its front's key. */
+struct mg_qent {
+    int64_t t;
+    uint64_t seq;
+    uint32_t q;
 };
 
 struct mg_queue {
@@ -163,12 +175,25 @@ static void pupdate(struct iot_merge *m, uint32_t id)
 /* A producer's events of one kind arrive in start order, nearly always: each
  * (producer, kind) has a FIFO of them, and only the queues' heads compete in
  * a heap, which stays as small as the number of queues.  Pushing appends and
- * releasing takes from the front, so memory is touched in order.  An event
- * that starts before the tail of its queue goes to a heap of its own; the
- * order of release is (start, arrival) all the same. */
+ * releasing takes from the front, so memory is touched in order.  The heap
+ * holds each head's key itself, so that sifting compares without following
+ * pointers into the queues.  An event that starts a little before the tail
+ * of its queue is put in its place in the queue's last chunk; one further
+ * back goes to a heap of its own; the order of release is (start, arrival)
+ * all the same. */
+static int key_less(int64_t ta, uint64_t sa, int64_t tb, uint64_t sb)
+{
+    return ta < tb || (ta == tb && sa < sb);
+}
+
 static int item_less(const struct mg_item *a, const struct mg_item *b)
 {
-    return a->ev.t_start < b->ev.t_start || (a->ev.t_start == b->ev.t_start && a->seq < b->seq);
+    return key_less(a->ev.t_start, a->seq, b->ev.t_start, b->seq);
+}
+
+static int qent_less(const struct mg_qent *a, const struct mg_qent *b)
+{
+    return key_less(a->t, a->seq, b->t, b->seq);
 }
 
 static const struct mg_item *qfront(const struct iot_merge *m, uint32_t q)
@@ -177,43 +202,44 @@ static const struct mg_item *qfront(const struct iot_merge *m, uint32_t q)
     return &c->v[c->head];
 }
 
-static int qless(const struct iot_merge *m, size_t i, size_t j)
+static void qplace(struct iot_merge *m, size_t i, struct mg_qent e)
 {
-    return item_less(qfront(m, m->qheap[i]), qfront(m, m->qheap[j]));
+    m->qheap[i] = e;
+    m->queue[e.q].qpos = (uint32_t)i + 1;
 }
 
-static void qplace(struct iot_merge *m, size_t i, uint32_t q)
+static struct mg_qent qent_of(const struct iot_merge *m, uint32_t q)
 {
-    m->qheap[i] = q;
-    m->queue[q].qpos = (uint32_t)i + 1;
+    const struct mg_item *f = qfront(m, q);
+    return (struct mg_qent){f->ev.t_start, f->seq, q};
 }
 
 static void qsift_up(struct iot_merge *m, size_t i)
 {
-    uint32_t q = m->qheap[i];
-    const struct mg_item *key = qfront(m, q);
-    while (i > 0 && item_less(key, qfront(m, m->qheap[(i - 1) / 2]))) {
+    struct mg_qent e = m->qheap[i];
+    while (i > 0 && qent_less(&e, &m->qheap[(i - 1) / 2])) {
         qplace(m, i, m->qheap[(i - 1) / 2]);
         i = (i - 1) / 2;
     }
-    qplace(m, i, q);
+    qplace(m, i, e);
 }
 
 static void qsift_down(struct iot_merge *m, size_t i)
 {
-    uint32_t q = m->qheap[i];
+    struct mg_qent e = m->qheap[i];
+    size_t n = m->qheap_n;
     for (;;) {
         size_t c = 2 * i + 1;
-        if (c >= m->qheap_n)
+        if (c >= n)
             break;
-        if (c + 1 < m->qheap_n && qless(m, c + 1, c))
+        if (c + 1 < n && qent_less(&m->qheap[c + 1], &m->qheap[c]))
             c++;
-        if (!item_less(qfront(m, m->qheap[c]), qfront(m, q)))
+        if (!qent_less(&m->qheap[c], &e))
             break;
         qplace(m, i, m->qheap[c]);
         i = c;
     }
-    qplace(m, i, q);
+    qplace(m, i, e);
 }
 
 static int ensure_queue(struct iot_merge *m, uint32_t q)
@@ -296,46 +322,87 @@ static struct mg_item straggler_pop(struct iot_merge *m)
     return top;
 }
 
+/* How far back from a queue's tail an early event is put in its place; the
+ * events a thread pool records out of order are a few places apart. */
+#define INSERT_BACK 32u
+
+/* Puts it in its place among the last items of the queue's last chunk, if
+ * that is where it belongs and the chunk has room.  Never in the chunk's
+ * first place: that keeps the queue's front (whose key the heap holds) and
+ * leaves an item of the same chunk before it to compare with.  Returns 0 if
+ * it did. */
+static int insert_near_tail(struct mg_queue *x, const struct mg_item *it)
+{
+    struct mg_chunk *c = x->last;
+    if (c->tail == c->cap)
+        return -1;
+    uint32_t lowest = c->head + 1;
+    if (c->tail > lowest + INSERT_BACK)
+        lowest = c->tail - INSERT_BACK;
+    uint32_t pos = c->tail;
+    while (pos > lowest && c->v[pos - 1].ev.t_start > it->ev.t_start)
+        pos--;
+    if (c->v[pos - 1].ev.t_start > it->ev.t_start)
+        return -1;
+    memmove(&c->v[pos + 1], &c->v[pos], (size_t)(c->tail - pos) * sizeof c->v[0]);
+    c->v[pos] = *it;
+    c->tail++;
+    return 0;
+}
+
 static int hold(struct iot_merge *m, const struct xp_event *ev)
 {
-    struct mg_item it = {*ev, m->seq++};
     uint32_t q = ev->producer * KINDS + (ev->kind < KINDS ? ev->kind : 0);
     if (ensure_queue(m, q) < 0)
         return -1;
     struct mg_queue *x = &m->queue[q];
     if (x->n && ev->t_start < x->last->v[x->last->tail - 1].ev.t_start) {
+        struct mg_item it = {*ev, m->seq++};
+        m->stragglers++;
+        if (insert_near_tail(x, &it) == 0) {
+            x->n++;
+            return 0;
+        }
         if (grow((void **)&m->strag, &m->strag_cap, m->strag_n + 1, sizeof *m->strag) < 0)
             return -1;
         straggler_push(m, &it);
-        m->stragglers++;
         return 0;
     }
     if (queue_room(m, x) < 0)
         return -1;
-    x->last->v[x->last->tail++] = it;
+    struct mg_item *it = &x->last->v[x->last->tail++];
+    it->ev = *ev;
+    it->seq = m->seq++;
     if (x->n++ == 0) {
-        qplace(m, m->qheap_n++, q);
+        qplace(m, m->qheap_n++, (struct mg_qent){ev->t_start, it->seq, q});
         qsift_up(m, m->qheap_n - 1);
     }
     return 0;
 }
 
-/* The earliest held event, or NULL. */
-static const struct mg_item *peek(const struct iot_merge *m)
+/* Moves the earliest held event to *out if it starts at or before upto;
+ * returns 0 when there is none. */
+static int take(struct iot_merge *m, int64_t upto, struct xp_event *out)
 {
-    const struct mg_item *a = m->qheap_n ? qfront(m, m->qheap[0]) : NULL;
-    const struct mg_item *b = m->strag_n ? &m->strag[0] : NULL;
-    return !a ? b : !b ? a : item_less(b, a) ? b : a;
-}
-
-static struct xp_event take(struct iot_merge *m, const struct mg_item *it)
-{
-    if (m->strag_n && it == &m->strag[0])
-        return straggler_pop(m).ev;
-    uint32_t q = m->qheap[0];
+    const struct mg_qent *top = m->qheap_n ? &m->qheap[0] : NULL;
+    const struct mg_item *s = m->strag_n ? &m->strag[0] : NULL;
+    if (s && (!top || key_less(s->ev.t_start, s->seq, top->t, top->seq))) {
+        if (s->ev.t_start > upto)
+            return 0;
+        *out = straggler_pop(m).ev;
+        return 1;
+    }
+    if (!top || top->t > upto)
+        return 0;
+    uint32_t q = top->q;
     struct mg_queue *x = &m->queue[q];
     struct mg_chunk *c = x->first;
-    struct xp_event ev = c->v[c->head++].ev;
+    const char *ahead = (const char *)&c->v[c->head + PREFETCH_AHEAD];
+    if (c->head + PREFETCH_AHEAD < c->tail) {
+        __builtin_prefetch(ahead);
+        __builtin_prefetch(ahead + sizeof c->v[0] - 1);
+    }
+    *out = c->v[c->head++].ev;
     if (c->head == c->tail && c == x->last && c->cap == CHUNK_FIRST) {
         c->head = c->tail = 0; /* a small queue keeps its one chunk */
     } else if (c->head == c->tail) { /* the queue moves on to its next chunk */
@@ -345,15 +412,16 @@ static struct xp_event take(struct iot_merge *m, const struct mg_item *it)
         chunk_drop(m, c);
     }
     if (--x->n) {
+        m->qheap[0] = qent_of(m, q);
         qsift_down(m, 0);
-        return ev;
+        return 1;
     }
     x->qpos = 0;
     if (--m->qheap_n) {
         qplace(m, 0, m->qheap[m->qheap_n]);
         qsift_down(m, 0);
     }
-    return ev;
+    return 1;
 }
 
 static int mark_dirty(struct iot_merge *m, uint32_t id)
@@ -421,9 +489,8 @@ static void drop_idle(struct iot_merge *m, int64_t now_ns)
 
 static int release(struct iot_merge *m, int64_t upto, iot_merge_sink sink, void *ctx)
 {
-    const struct mg_item *it;
-    while ((it = peek(m)) && it->ev.t_start <= upto) {
-        struct xp_event ev = take(m, it);
+    struct xp_event ev;
+    while (take(m, upto, &ev)) {
         m->heap_n--;
         if (ev.t_start < m->last_out) {
             m->late++;

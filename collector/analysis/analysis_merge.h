@@ -41,6 +41,7 @@ struct mg_producer;
 struct mg_queue;
 struct mg_chunk;
 struct mg_item;
+struct mg_qent;
 
 struct iot_merge {
     struct iot_merge_config cfg;
@@ -54,7 +55,7 @@ struct iot_merge {
     size_t n_queue;
     struct mg_chunk *spare; /* drained chunks kept for reuse */
     size_t n_spare, chunk_items;
-    uint32_t *qheap; /* non-empty queues, min-heap on their first event */
+    struct mg_qent *qheap; /* non-empty queues, min-heap on their first event */
     size_t qheap_n;
     struct mg_item *strag; /* events that started before their queue's last */
     size_t strag_n, strag_cap;

@@ -65,24 +65,34 @@ static long segment(const struct iot_clockmap *m, int64_t t)
 }
 
 /* Exact integer interpolation: offsets of seconds times gaps of hours do not
- * fit in 64 bits.  Truncation keeps each segment monotonic in t. */
+ * fit in 64 bits.  Truncation keeps each segment monotonic in t.  Real
+ * offsets change by microseconds between samples seconds apart, so the
+ * product nearly always fits in 64 bits, where division is several times
+ * cheaper than __int128's; both truncate toward zero alike. */
 static int64_t interpolate(const struct iot_clock_sample *a, const struct iot_clock_sample *b,
                            int64_t t)
 {
-    __int128 num = ((__int128)b->offset_ns - a->offset_ns) * ((__int128)t - a->local_ns);
-    __int128 den = (__int128)b->local_ns - a->local_ns;
-    return (int64_t)(a->offset_ns + num / den);
+    int64_t doff, dt, den, num;
+    if (!__builtin_sub_overflow(b->offset_ns, a->offset_ns, &doff) &&
+        !__builtin_sub_overflow(t, a->local_ns, &dt) &&
+        !__builtin_sub_overflow(b->local_ns, a->local_ns, &den) &&
+        !__builtin_mul_overflow(doff, dt, &num))
+        return a->offset_ns + num / den;
+    __int128 wide = ((__int128)b->offset_ns - a->offset_ns) * ((__int128)t - a->local_ns);
+    return (int64_t)(a->offset_ns + wide / ((__int128)b->local_ns - a->local_ns));
 }
 
+/* Times past the last sample (a live job, ahead of its agent's next
+ * exchange) or before the first need no search. */
 int64_t iot_clockmap_offset(const struct iot_clockmap *m, int64_t local_ns)
 {
     if (m->n == 0)
         return 0;
-    long i = segment(m, local_ns);
-    if (i < 0)
-        return m->v[0].offset_ns;
-    if ((size_t)i + 1 >= m->n)
+    if (local_ns >= m->v[m->n - 1].local_ns)
         return m->v[m->n - 1].offset_ns;
+    if (local_ns < m->v[0].local_ns)
+        return m->v[0].offset_ns;
+    size_t i = (size_t)segment(m, local_ns);
     return interpolate(&m->v[i], &m->v[i + 1], local_ns);
 }
 

@@ -42,11 +42,16 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import free_port, thread_cpu  # noqa: E402
+from testlib import free_port, thread_cpu, thread_stats  # noqa: E402
 
 def cpu_s(pid, thread_name=None):
     t = thread_cpu(pid)
     return sum(t.values()) if thread_name is None else t.get(thread_name, 0.0)
+
+
+def minor_faults(pid, thread_name):
+    """Minor page faults of the process's threads of that name, from /proc."""
+    return sum(int(fields[7]) for name, fields in thread_stats(pid) if name == thread_name)
 
 
 def rss_kib(pid, key="VmRSS"):
@@ -143,14 +148,16 @@ def ingest_run(build, events, analysis, jobs=1, rate=1_000_000, hang=0, warmup=0
                 # the matcher have filled their windows and the heap its
                 # pages) until the producers stop.
                 time.sleep(warmup)
-                w0 = (time.time(), cpu_s(s.collector.pid), cpu_s(s.collector.pid, "iot-live"))
+                w0 = (time.time(), cpu_s(s.collector.pid), cpu_s(s.collector.pid, "iot-live"),
+                      minor_faults(s.collector.pid, "iot-live"))
             for p in prods:
                 p.wait()
             if warmup:
-                w1 = (time.time(), cpu_s(s.collector.pid), cpu_s(s.collector.pid, "iot-live"))
+                w1 = (time.time(), cpu_s(s.collector.pid), cpu_s(s.collector.pid, "iot-live"),
+                      minor_faults(s.collector.pid, "iot-live"))
                 n_w = rate * (w1[0] - w0[0])  # the producers keep the rate
                 steady = {"ns": (w1[1] - w0[1]) * 1e9 / n_w, "live_ns": (w1[2] - w0[2]) * 1e9 / n_w,
-                          "seconds": w1[0] - w0[0]}
+                          "seconds": w1[0] - w0[0], "faults": (w1[3] - w0[3]) * 1000 / n_w}
             s.drain_agent()
             stored = time.time() - t0  # everything stored and acknowledged
             while analysis and not s.analysed():
@@ -247,7 +254,8 @@ def main():
                 st = x["steady"]
                 print(f"  round {r + 1} analysis {'on ' if analysis else 'off'}: "
                       + (f"steady {st['ns']:.0f} ns of collector CPU per event (live thread "
-                         f"{st['live_ns']:.0f} ns) over {st['seconds']:.1f} s; " if st else "")
+                         f"{st['live_ns']:.0f} ns, {st['faults']:.1f} page faults per 1000 events) "
+                         f"over {st['seconds']:.1f} s; " if st else "")
                       + f"whole run {x['per_core'] / 1e6:.3f} M events per CPU-second "
                       f"(collector CPU {x['cpu']:.2f} s, live thread {x['live']:.2f} s, "
                       f"stored and acknowledged at {x['ingest_rate'] / 1e6:.3f} M events/s, "

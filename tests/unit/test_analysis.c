@@ -204,6 +204,67 @@ static void test_merge_closed_idle_late(void **state)
     iot_merge_free(&m);
 }
 
+/* Many producers and kinds, events arriving out of start order by a few
+ * places (put in their place in their queue) and by many (held apart),
+ * advances between pushes: every event comes out once, in order of (start,
+ * arrival), none late while the lateness covers the disorder. */
+struct order_check {
+    int64_t last_t;
+    uint64_t last_order, n;
+    uint8_t *seen;
+};
+
+static int check_order(void *ctx, const struct xp_event *ev)
+{
+    struct order_check *c = ctx;
+    if (c->n)
+        assert_true(ev->t_start > c->last_t ||
+                    (ev->t_start == c->last_t && ev->order > c->last_order));
+    assert_false(c->seen[ev->order]);
+    c->seen[ev->order] = 1;
+    c->last_t = ev->t_start;
+    c->last_order = ev->order;
+    c->n++;
+    return 0;
+}
+
+static void test_merge_disorder(void **state)
+{
+    (void)state;
+    enum { N = 60000, PRODUCERS = 6 };
+    struct iot_merge m;
+    struct iot_merge_config cfg = {.lateness_ns = 2000000};
+    iot_merge_init(&m, &cfg);
+    struct order_check c = {.seen = calloc(N, 1)};
+    assert_non_null(c.seen);
+    int64_t clock[PRODUCERS] = {0}, newest = T0;
+    for (uint64_t i = 0; i < N; i++) {
+        uint32_t p = (uint32_t)(next_rand() % PRODUCERS);
+        clock[p] += (int64_t)(next_rand() % 1000);
+        uint64_t r = next_rand() % 100;
+        /* mostly in order; some a few places back, some far back, ties */
+        int64_t back = r < 70 ? 0 : r < 95 ? (int64_t)(next_rand() % 5000)
+                                           : (int64_t)(next_rand() % 1000000);
+        struct xp_event ev = disk(p, 0, T0 + clock[p] - back, 10, 0);
+        if (r == 99)
+            ev.t_start = T0 + clock[p]; /* equal to the tail's start */
+        ev.kind = (uint8_t)(next_rand() % 3);
+        ev.order = i;
+        if (ev.t_start > newest)
+            newest = ev.t_start;
+        assert_int_equal(iot_merge_push(&m, &ev), 0);
+        if (i % 97 == 0)
+            assert_int_equal(iot_merge_advance(&m, newest, check_order, &c), 0);
+    }
+    assert_int_equal(iot_merge_finish(&m, check_order, &c), 0);
+    assert_int_equal(c.n, N);
+    assert_int_equal(m.late, 0);
+    assert_true(m.stragglers > N / 8);
+    assert_true(m.strag_cap > 0); /* some went to the heap of their own */
+    free(c.seen);
+    iot_merge_free(&m);
+}
+
 /* ---- matcher ------------------------------------------------------------ */
 
 struct closed_list {
@@ -671,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_quantile_error_bound),
         cmocka_unit_test(test_merge_interleaved),
         cmocka_unit_test(test_merge_closed_idle_late),
+        cmocka_unit_test(test_merge_disorder),
         cmocka_unit_test(test_match_call_then_disk),
         cmocka_unit_test(test_match_disk_before_call),
         cmocka_unit_test(test_match_grace_expiry),

@@ -295,6 +295,51 @@ static void test_large_values(void **state)
     iot_clockmap_free(&m);
 }
 
+/* The offset computed in 64 bits where the product fits, in 128 where it
+ * does not: both must give what the exact formula gives, for offsets of
+ * nanoseconds to hours and gaps of nanoseconds to months. */
+static int64_t reference_offset(const struct iot_clockmap *m, int64_t t)
+{
+    if (t < m->v[0].local_ns)
+        return m->v[0].offset_ns;
+    size_t i = 0;
+    while (i + 1 < m->n && m->v[i + 1].local_ns <= t)
+        i++;
+    if (i + 1 == m->n)
+        return m->v[i].offset_ns;
+    const struct iot_clock_sample *a = &m->v[i], *b = &m->v[i + 1];
+    __int128 num = ((__int128)b->offset_ns - a->offset_ns) * ((__int128)t - a->local_ns);
+    return (int64_t)(a->offset_ns + num / ((__int128)b->local_ns - a->local_ns));
+}
+
+static void test_exact_both_widths(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 200; round++) {
+        struct iot_clockmap m;
+        iot_clockmap_init(&m);
+        int64_t local = T0 - (int64_t)(next_rand() % (uint64_t)(1000 * SEC));
+        int scale_gap = (int)(next_rand() % 50), scale_off = (int)(next_rand() % 45);
+        int64_t max_gap = (int64_t)1 << scale_gap, max_off = (int64_t)1 << scale_off;
+        for (int i = 0; i < 8; i++) {
+            int64_t off = (int64_t)(next_rand() % (uint64_t)(2 * max_off + 1)) - max_off;
+            iot_clockmap_add(&m, local, off, 0);
+            local += 1 + (int64_t)(next_rand() % (uint64_t)max_gap);
+        }
+        iot_clockmap_finish(&m);
+        int64_t lo = m.v[0].local_ns - max_gap, hi = m.v[m.n - 1].local_ns + max_gap;
+        for (int k = 0; k < 200; k++) {
+            int64_t t = lo + (int64_t)(next_rand() % (uint64_t)(hi - lo + 1));
+            assert_int_equal(iot_clockmap_offset(&m, t), reference_offset(&m, t));
+        }
+        for (size_t k = 0; k < m.n; k++)
+            for (int64_t d = -1; d <= 1; d++)
+                assert_int_equal(iot_clockmap_offset(&m, m.v[k].local_ns + d),
+                                 reference_offset(&m, m.v[k].local_ns + d));
+        iot_clockmap_free(&m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_error_with_drift_change),
         cmocka_unit_test(test_summary_span),
         cmocka_unit_test(test_large_values),
+        cmocka_unit_test(test_exact_both_widths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

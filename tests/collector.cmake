@@ -75,3 +75,13 @@ add_test(NAME collector.store_faults
           "${IOTRACE_PRELOAD_PREFIX}$<TARGET_FILE:iotrace-faultfs>")
 set_tests_properties(collector.store_faults PROPERTIES LABELS collector TIMEOUT 180
   ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
+
+# The live analysis waits while every core is busy (--analysis-yield) and
+# catches up afterwards; with --analysis-yield 0 it keeps up under the same
+# load.
+add_test(NAME collector.analysis_yield
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/yield_test.py
+          $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+          $<TARGET_FILE:iotrace-producer>)
+set_tests_properties(collector.analysis_yield PROPERTIES LABELS collector TIMEOUT 180
+                     SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)

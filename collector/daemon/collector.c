@@ -56,6 +56,7 @@ static long opt_lateness_ms = 2000;
 static long opt_grace_ms = 2000;
 static long opt_job_idle_ms = 10000;
 static long opt_analysis_nice = 10;
+static long opt_analysis_yield_s = 60;
 static long opt_keep_s = 3600;
 static char *opt_analysis = "on";
 static char *opt_curve_key;
@@ -101,6 +102,10 @@ static const struct iot_opt options[] = {
     {"analysis-nice", 0, IOT_OPT_INT, &opt_analysis_nice, "N",
      "niceness of the live analysis thread, 0 to 19 (default 10): on a node that also runs "
      "ranks it gives way to them and to ingest, and catches up from the store"},
+    {"analysis-yield", 0, IOT_OPT_INT, &opt_analysis_yield_s, "SEC",
+     "while less than half a core is idle, the live analysis waits for one, at most SEC "
+     "seconds at a time, and then reads what was stored meanwhile (default 60; 0 never "
+     "waits)"},
     {"job-idle", 0, IOT_OPT_INT, &opt_job_idle_ms, "MS",
      "a job without a new batch for this long is finished (default 10000)"},
     {"curve-key", 0, IOT_OPT_STRING, &opt_curve_key, "FILE",
@@ -1071,7 +1076,8 @@ static int start_live(struct collector *c)
                              .grace_ns = (int64_t)opt_grace_ms * 1000000,
                              .job_idle_ns = (int64_t)opt_job_idle_ms * 1000000,
                              .keep_ns = (int64_t)opt_keep_s * 1000000000,
-                             .nice = (int)opt_analysis_nice};
+                             .nice = (int)opt_analysis_nice,
+                             .yield_ns = opt_analysis_yield_s * 1000000000ll};
     if (!(c->live = live_start(&lc, c->view, err, sizeof err))) {
         iot_err("%s", err);
         return -1;
@@ -1199,6 +1205,8 @@ static void check_options(int argc, char **argv, int first)
         usage_error("%s--lateness and --grace must not be negative", "");
     if (opt_analysis_nice < 0 || opt_analysis_nice > 19)
         usage_error("%s--analysis-nice must be between 0 and 19", "");
+    if (opt_analysis_yield_s < 0 || opt_analysis_yield_s > 86400)
+        usage_error("%s--analysis-yield must be between 0 and 86400 seconds", "");
     if (opt_job_idle_ms < 100)
         usage_error("%s--job-idle must be at least 100 ms", "");
     if (opt_keep_s < 0)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "analysis_quantile.h"
+#include "idlecores.h"
 #include "iot_functions.h"
 #include "log.h"
 #include "pipeline.h"
@@ -94,6 +95,9 @@ struct live {
     int64_t newest_arrival_ns; /* recv time of the newest batch read (collector clock) */
     int64_t current_arrival;   /* of the batch being read */
     uint64_t finalized, recomputed;
+    struct iot_idlecores cores; /* the live thread's own */
+    int waiting;                /* for a core to spare (--analysis-yield) */
+    int64_t waited_ns;
     size_t samples_checked; /* all_samples() when unsettled jobs were last looked at */
     uint64_t members_at; /* batches_read when the jobs' members were last counted */
     int failed;
@@ -535,6 +539,47 @@ static void count_members(struct live *l)
     free(nodes);
 }
 
+/* How often the machine's idle time is looked at, and how much of a core
+ * must have been idle (or this thread's own) for the analysis to go on. */
+#define PROBE_NS 100000000ll
+#define SPARE_ENOUGH 0.5
+
+static int stopping_now(struct ingest_view *v)
+{
+    pthread_mutex_lock(&v->lock);
+    int stopping = v->stopping;
+    pthread_mutex_unlock(&v->lock);
+    return stopping;
+}
+
+/* On a machine with no core to spare (ranks on every core beside the
+ * collector), waits until one is, or --analysis-yield has passed: what
+ * there is to read stays in the store meanwhile, and is read afterwards.
+ * Returns 1 if it waited. */
+static int wait_for_core(struct live *l, struct ingest_view *v)
+{
+    double spare = iot_idlecores_sample(&l->cores, PROBE_NS);
+    if (spare < 0 || spare >= SPARE_ENOUGH)
+        return 0;
+    int64_t start = iot_mono_ns(), now = start;
+    pthread_mutex_lock(&l->lock);
+    l->waiting = 1;
+    pthread_mutex_unlock(&l->lock);
+    while (now - start < l->cfg.yield_ns && !stopping_now(v)) {
+        struct timespec nap = {0, PROBE_NS};
+        nanosleep(&nap, NULL);
+        now = iot_mono_ns();
+        spare = iot_idlecores_sample(&l->cores, PROBE_NS);
+        if (spare < 0 || spare >= SPARE_ENOUGH)
+            break;
+    }
+    pthread_mutex_lock(&l->lock);
+    l->waiting = 0;
+    l->waited_ns += now - start;
+    pthread_mutex_unlock(&l->lock);
+    return 1;
+}
+
 static void *run(void *arg)
 {
     struct live *l = arg;
@@ -545,6 +590,12 @@ static void *run(void *arg)
      * the one that should wait.  Linux: a thread's own niceness. */
     if (l->cfg.nice && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), l->cfg.nice) < 0)
         iot_warn("cannot lower the live analysis' priority: %s", strerror(errno));
+    if (l->cfg.yield_ns) {
+        iot_idlecores_sample(&l->cores, PROBE_NS);
+        if (l->cores.unreadable)
+            iot_warn("cannot read /proc/stat: the live analysis will not wait for an idle core "
+                     "(--analysis-yield)");
+    }
     /* Keeps the segment being written open between reads. */
     struct iot_store_follower *store = iot_store_follow(l->cfg.store);
     for (;;) {
@@ -561,6 +612,15 @@ static void *run(void *arg)
         struct iot_store_pos end = v->durable;
         int stopping = v->stopping;
         pthread_mutex_unlock(&v->lock);
+        int news = end.segment != l->pos.segment || end.offset != l->pos.offset;
+        if (l->cfg.yield_ns && !news) /* so that the next batch finds a recent measure */
+            iot_idlecores_sample(&l->cores, PROBE_NS);
+        if (!stopping && news && l->cfg.yield_ns && wait_for_core(l, v)) {
+            pthread_mutex_lock(&v->lock); /* what was stored meanwhile is read too */
+            end = v->durable;
+            stopping = v->stopping;
+            pthread_mutex_unlock(&v->lock);
+        }
         if (stopping)
             break;
         char err[512] = "";
@@ -606,6 +666,7 @@ struct live *live_start(const struct live_config *cfg, struct ingest_view *inges
     l->ingest = ingest;
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->updated, NULL);
+    iot_idlecores_init(&l->cores);
     struct iot_pipe_config pc = {.lateness_ns = cfg->lateness_ns, .grace_ns = cfg->grace_ns,
                                  .idle_ns = IOT_AN_DEFAULT_IDLE_NS, .job = UINT32_MAX,
                                  .ordered = on_ordered, .pairs = on_pair, .ctx = l};
@@ -888,6 +949,8 @@ json_t *live_status_json(struct live *l)
     json_object_set_new(o, "jobs_finished", u64(finished));
     json_object_set_new(o, "analysis_batches", u64(l->batches_read));
     json_object_set_new(o, "analysis_events", u64(l->events_read));
+    json_object_set_new(o, "analysis_waiting", json_boolean(l->waiting));
+    json_object_set_new(o, "analysis_wait_s", seconds(l->waited_ns));
     json_object_set_new(o, "analysis_error", l->failed ? iot_json_text(l->error) : json_null());
     pthread_mutex_unlock(&l->lock);
     return o;
@@ -1367,6 +1430,12 @@ char *live_metrics(struct live *l)
     put(&b, "iotrace_analysis_batches_total %llu\n", (unsigned long long)l->batches_read);
     family(&b, "iotrace_analysis_events_total", "counter", "Events the live analysis has read.");
     put(&b, "iotrace_analysis_events_total %llu\n", (unsigned long long)l->events_read);
+    family(&b, "iotrace_analysis_wait_seconds_total", "counter",
+           "Time the live analysis waited for a core to spare (--analysis-yield).");
+    put(&b, "iotrace_analysis_wait_seconds_total %.3f\n", (double)l->waited_ns / 1e9);
+    family(&b, "iotrace_analysis_waiting", "gauge",
+           "1 while the live analysis waits for a core to spare.");
+    put(&b, "iotrace_analysis_waiting %d\n", l->waiting);
     family(&b, "iotrace_analysis_newest_batch_timestamp_seconds", "gauge",
            "When the newest batch the live analysis has read was stored, seconds since the "
            "epoch.");

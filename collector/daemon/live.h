@@ -26,6 +26,7 @@ struct live_config {
     int64_t job_idle_ns; /* silence after which a job is finished */
     int64_t keep_ns;     /* how long a finished job's figures stay in memory */
     int nice;            /* the analysis thread's niceness, above ingest's */
+    int64_t yield_ns;    /* while no core is spare, wait this long at most; 0: never */
 };
 
 struct live;

@@ -53,6 +53,14 @@ function update(msg) {
     : "store " + bytes(st.store_bytes) + ", " + bytes(st.store_free_bytes) + " free";
   sf.className = st.store_full ? "sub bad" : "sub";
   $("jobs-count").textContent = st.jobs_running + " / " + st.jobs_finished;
+  // While every core is busy the analysis leaves batches in the store
+  // (--analysis-yield): the figures below are that far behind.
+  const js = $("jobs-sub");
+  const behind = st.batches_stored - st.analysis_batches;
+  js.textContent = st.analysis_waiting
+    ? "running / finished; analysis waiting for an idle core, " + behind + " batches behind"
+    : "running / finished";
+  js.className = st.analysis_waiting ? "sub bad" : "sub";
   $("bad").textContent = st.rejected_batches + " · " + st.duplicate_batches + " · " + st.malformed_messages;
   fill("agents", (msg.nodes || []).map((n) => {
     const tr = document.createElement("tr");

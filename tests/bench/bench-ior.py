@@ -2,7 +2,8 @@
 """IOR-like MPI-IO bandwidth with and without tracing, and the bytes stored.
 
     bench-ior.py BUILD_DIR [--np 2] [--rounds K] [--dir DIR] [--busy]
-                 [--analysis on|off] [--sizes 4096,1048576] [--mib-per-rank M]
+                 [--analysis on|off] [--analysis-nice N] [--sizes 4096,1048576]
+                 [--mib-per-rank M]
 
 A real collector (live analysis on unless --analysis off, HTTP on loopback)
 and a real agent run on this machine for the whole benchmark, beside the
@@ -110,6 +111,8 @@ def main():
                     "directory under /tmp)")
     ap.add_argument("--busy", action="store_true", help="keep one core busy with another process")
     ap.add_argument("--analysis", choices=("on", "off"), default="on")
+    ap.add_argument("--analysis-nice", type=int, default=None, metavar="N",
+                    help="the collector's --analysis-nice (default: the collector's own, 10)")
     ap.add_argument("--sizes", default="4096,1048576")
     ap.add_argument("--mib-per-rank", type=int, default=None,
                     help="MiB each rank writes and reads per phase (default: 256 below 1 MiB "
@@ -119,11 +122,15 @@ def main():
     work = tempfile.mkdtemp(prefix="iotrace-bench-ior-", dir="/dev/shm")
     data = tempfile.mkdtemp(prefix="iotrace-bench-ior-", dir=args.dir or "/tmp")
     extra = [] if args.analysis == "on" else ["--analysis", "off", "--http", "off"]
+    if args.analysis_nice is not None:
+        extra += ["--analysis-nice", str(args.analysis_nice)]
     stack = bench_cost.Stack(build, work, extra=extra)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
     per_rank = (f"{args.mib_per_rank}" if args.mib_per_rank else "256 (1024 from 1 MiB transfers)")
     print(f"np={args.np}, {per_rank} MiB per rank per phase, live analysis "
-          f"{args.analysis}, load {os.getloadavg()[0]:.2f}" + (", one core kept busy" if busy else ""),
+          f"{args.analysis}"
+          + (f" at niceness {args.analysis_nice}" if args.analysis_nice is not None else "")
+          + f", load {os.getloadavg()[0]:.2f}" + (", one core kept busy" if busy else ""),
           flush=True)
     failed = False
     try:

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""The live analysis waits for a core to spare (--analysis-yield).
+
+With a busy loop on every core, batches of a synthetic producer are stored
+and acknowledged at once, but the live analysis leaves them in the store
+(/api/v1/status: analysis_waiting, analysis_batches behind batches_stored)
+until the loops stop; then it reads them all, and the time it waited is in
+the status and in /metrics.  With --analysis-yield 0 it keeps up under the
+same load.  Skipped (77) where /proc/stat does not describe the cores this
+process may use (a container with a CPU quota or a narrower CPU set): the
+collector could not see that they are all busy."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testlib import check, failures, free_port  # noqa: E402
+
+COLLECTOR, AGENT, PRODUCER = sys.argv[1:4]
+BATCHES, EVENTS = 40, 500
+
+
+def usable_cores():
+    """Cores this process may run on, if /proc/stat is about the same ones."""
+    with open("/proc/stat") as f:
+        listed = sum(1 for line in f if line.startswith("cpu") and line[3].isdigit())
+    mine = len(os.sched_getaffinity(0))
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()
+        if quota != "max" and int(quota) < int(period) * mine:
+            return None
+    except OSError:
+        pass
+    return mine if mine == listed else None
+
+
+def status(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/status", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def metric(port, name):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return None
+
+
+def until(what, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = what()
+        if v:
+            return v
+        time.sleep(0.1)
+    return what()
+
+
+def run(tmp, yield_s, cores):
+    """Produces under a busy loop per core; (status while busy, status after)."""
+    port, hport = free_port(), free_port()
+    store, sock = os.path.join(tmp, f"store-{yield_s}"), "ipc://" + os.path.join(tmp, f"a{yield_s}.sock")
+    log = open(os.path.join(tmp, f"daemons-{yield_s}.log"), "wb")
+    c = subprocess.Popen([COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store", store,
+                          "--http", f"127.0.0.1:{hport}", "--analysis-yield", str(yield_s)],
+                         stderr=log)
+    a = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen", sock,
+                          "--node", "n1", "--state-dir", "none"], stderr=log)
+    busy = []
+    try:
+        until(lambda: os.path.exists(sock[6:]), 20)
+        until(lambda: status(hport), 20)
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+        time.sleep(1.5)  # the collector's measure covers the busy cores
+        subprocess.run([PRODUCER, "--agent", sock, "--node", "n1", "--job", f"busy{yield_s}",
+                        "--batches", str(BATCHES), "--events-per-batch", str(EVENTS)],
+                       check=True, stdout=subprocess.DEVNULL, timeout=120)
+        until(lambda: status(hport)["batches_stored"] >= BATCHES, 30)
+        time.sleep(2)
+        during = status(hport)
+        for p in busy:
+            p.kill()
+        for p in busy:
+            p.wait()
+        busy = []
+        until(lambda: status(hport)["analysis_batches"] >= status(hport)["batches_stored"], 30)
+        after = status(hport)
+        after["wait_metric"] = metric(hport, "iotrace_analysis_wait_seconds_total")
+        return during, after
+    finally:
+        for p in busy:
+            p.kill()
+        a.terminate()
+        c.terminate()
+        a.wait()
+        c.wait()
+
+
+def main():
+    cores = usable_cores()
+    if not cores:
+        print("skipped: /proc/stat does not describe the cores this process may use")
+        sys.exit(77)
+    tmp = tempfile.mkdtemp(prefix="iotrace-yield-")
+    during, after = run(tmp, 30, cores)
+    print(f"--analysis-yield 30, {cores} busy loops: stored {during['batches_stored']} batches, "
+          f"analysed {during['analysis_batches']}, waiting {during['analysis_waiting']}; after "
+          f"the loops stopped: analysed {after['analysis_batches']}, waited "
+          f"{after['analysis_wait_s']:.1f} s (metric {after['wait_metric']})")
+    check(during["batches_stored"] >= BATCHES, f"stored {during['batches_stored']} batches")
+    check(during["analysis_waiting"], "the analysis did not wait with every core busy")
+    check(during["analysis_batches"] < during["batches_stored"],
+          "the analysis read the batches while every core was busy")
+    check(after["analysis_batches"] >= after["batches_stored"] and not after["analysis_waiting"],
+          f"the analysis did not catch up once the cores were free: {after}")
+    check(after["analysis_wait_s"] >= 1.0, f"waited {after['analysis_wait_s']} s")
+    check(after["wait_metric"] is not None and after["wait_metric"] >= 1.0,
+          f"iotrace_analysis_wait_seconds_total {after['wait_metric']}")
+
+    during, after = run(tmp, 0, cores)
+    print(f"--analysis-yield 0: stored {during['batches_stored']} batches, analysed "
+          f"{during['analysis_batches']} while busy, waited {after['analysis_wait_s']} s")
+    check(during["analysis_batches"] >= during["batches_stored"],
+          "with --analysis-yield 0 the analysis fell behind under load")
+    check(not during["analysis_waiting"] and after["analysis_wait_s"] == 0,
+          "with --analysis-yield 0 the analysis waited")
+    if failures:
+        sys.exit(1)
+    subprocess.run(["rm", "-rf", tmp])
+
+
+if __name__ == "__main__":
+    main()

@@ -2,8 +2,8 @@
 """IOR-like MPI-IO bandwidth with and without tracing, and the bytes stored.
 
     bench-ior.py BUILD_DIR [--np 2] [--rounds K] [--dir DIR] [--busy]
-                 [--analysis on|off] [--analysis-nice N] [--sizes 4096,1048576]
-                 [--mib-per-rank M]
+                 [--analysis on|off] [--analysis-nice N] [--analysis-yield SEC]
+                 [--sizes 4096,1048576] [--mib-per-rank M]
 
 A real collector (live analysis on unless --analysis off, HTTP on loopback)
 and a real agent run on this machine for the whole benchmark, beside the
@@ -113,6 +113,8 @@ def main():
     ap.add_argument("--analysis", choices=("on", "off"), default="on")
     ap.add_argument("--analysis-nice", type=int, default=None, metavar="N",
                     help="the collector's --analysis-nice (default: the collector's own, 10)")
+    ap.add_argument("--analysis-yield", type=int, default=None, metavar="SEC",
+                    help="the collector's --analysis-yield (default: the collector's own, 60)")
     ap.add_argument("--sizes", default="4096,1048576")
     ap.add_argument("--mib-per-rank", type=int, default=None,
                     help="MiB each rank writes and reads per phase (default: 256 below 1 MiB "
@@ -124,12 +126,15 @@ def main():
     extra = [] if args.analysis == "on" else ["--analysis", "off", "--http", "off"]
     if args.analysis_nice is not None:
         extra += ["--analysis-nice", str(args.analysis_nice)]
+    if args.analysis_yield is not None:
+        extra += ["--analysis-yield", str(args.analysis_yield)]
     stack = bench_cost.Stack(build, work, extra=extra)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
     per_rank = (f"{args.mib_per_rank}" if args.mib_per_rank else "256 (1024 from 1 MiB transfers)")
     print(f"np={args.np}, {per_rank} MiB per rank per phase, live analysis "
           f"{args.analysis}"
           + (f" at niceness {args.analysis_nice}" if args.analysis_nice is not None else "")
+          + (f", --analysis-yield {args.analysis_yield}" if args.analysis_yield is not None else "")
           + f", load {os.getloadavg()[0]:.2f}" + (", one core kept busy" if busy else ""),
           flush=True)
     failed = False

@@ -100,8 +100,8 @@ static const struct iot_opt options[] = {
      "run the live analysis (default on); off stores and acknowledges only, and needs "
      "--http off"},
     {"analysis-nice", 0, IOT_OPT_INT, &opt_analysis_nice, "N",
-     "niceness of the live analysis thread, 0 to 19 (default 10): on a node that also runs "
-     "ranks it gives way to them and to ingest, and catches up from the store"},
+     "niceness of the live analysis thread, 0 to 19 (default 10): it gives way to ingest; "
+     "against other processes see --analysis-yield"},
     {"analysis-yield", 0, IOT_OPT_INT, &opt_analysis_yield_s, "SEC",
      "while less than half a core is idle, the live analysis waits for one, at most SEC "
      "seconds at a time, and then reads what was stored meanwhile (default 60; 0 never "

@@ -586,8 +586,10 @@ static void *run(void *arg)
     struct ingest_view *v = l->ingest;
     pthread_setname_np(pthread_self(), "iot-live"); /* its CPU time shows in /proc */
     /* Ingest and acknowledgements never wait for this thread, which reads
-     * the store: when cores are short (ranks beside the collector), it is
-     * the one that should wait.  Linux: a thread's own niceness. */
+     * the store: when cores are short it is the one that should wait.  Its
+     * own niceness (Linux) puts it behind ingest; against other processes
+     * it counts only inside one autogroup or cgroup, and did not keep it
+     * off the ranks' cores even there: wait_for_core() does that. */
     if (l->cfg.nice && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), l->cfg.nice) < 0)
         iot_warn("cannot lower the live analysis' priority: %s", strerror(errno));
     if (l->cfg.yield_ns) {

@@ -112,9 +112,12 @@ xlator_type() {
     echo "${up}${dir#/}/$2"
 }
 
+# Any TCP socket on the port, not only listening ones: brick ports lie in
+# the kernel's ephemeral range (32768-60999 by default), so an outgoing
+# connection of another program can hold one, and the brick's bind fails.
 port_in_use() {
     command -v ss >/dev/null 2>&1 || return 1
-    [ -n "$(ss -Htln "sport = :$1" 2>/dev/null)" ]
+    [ -n "$(ss -Htan "sport = :$1" 2>/dev/null)" ]
 }
 
 is_mounted() {

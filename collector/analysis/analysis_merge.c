@@ -397,8 +397,8 @@ static int take(struct iot_merge *m, int64_t upto, struct xp_event *out)
     uint32_t q = top->q;
     struct mg_queue *x = &m->queue[q];
     struct mg_chunk *c = x->first;
-    const char *ahead = (const char *)&c->v[c->head + PREFETCH_AHEAD];
     if (c->head + PREFETCH_AHEAD < c->tail) {
+        const char *ahead = (const char *)&c->v[c->head + PREFETCH_AHEAD];
         __builtin_prefetch(ahead);
         __builtin_prefetch(ahead + sizeof c->v[0] - 1);
     }

@@ -4,10 +4,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t clock_ns(clockid_t id)
+#include "timeutil.h"
+
+static int64_t thread_cpu_ns(void)
 {
     struct timespec ts;
-    clock_gettime(id, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
@@ -40,7 +42,7 @@ static int read_stat(uint64_t *total, uint64_t *idle)
 
 double iot_idlecores_sample(struct iot_idlecores *c, int64_t min_interval_ns)
 {
-    int64_t now = clock_ns(CLOCK_MONOTONIC);
+    int64_t now = iot_mono_ns();
     if (c->at_ns && now - c->at_ns < min_interval_ns)
         return c->spare;
     uint64_t total, idle;
@@ -49,7 +51,7 @@ double iot_idlecores_sample(struct iot_idlecores *c, int64_t min_interval_ns)
         c->spare = -1;
         return -1;
     }
-    int64_t self = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    int64_t self = thread_cpu_ns();
     if (c->at_ns && total > c->total) {
         double dt = (double)(total - c->total); /* jiffies of all cores together */
         double own = (double)(self - c->self_ns) * (double)c->hz / 1e9;

@@ -83,8 +83,9 @@ static int64_t interpolate(const struct iot_clock_sample *a, const struct iot_cl
 }
 
 /* Times past the last sample (a live job, ahead of its agent's next
- * exchange) or before the first need no search. */
-int64_t iot_clockmap_offset(const struct iot_clockmap *m, int64_t local_ns)
+ * exchange) or before the first need no search; nor, mostly, does a time
+ * in the interval of the one before (a node's events come in time order). */
+int64_t iot_clockmap_offset_at(const struct iot_clockmap *m, size_t *hint, int64_t local_ns)
 {
     if (m->n == 0)
         return 0;
@@ -92,18 +93,30 @@ int64_t iot_clockmap_offset(const struct iot_clockmap *m, int64_t local_ns)
         return m->v[m->n - 1].offset_ns;
     if (local_ns < m->v[0].local_ns)
         return m->v[0].offset_ns;
-    size_t i = (size_t)segment(m, local_ns);
+    size_t i = *hint;
+    if (i + 1 >= m->n || local_ns < m->v[i].local_ns || local_ns >= m->v[i + 1].local_ns)
+        *hint = i = (size_t)segment(m, local_ns);
     return interpolate(&m->v[i], &m->v[i + 1], local_ns);
+}
+
+int64_t iot_clockmap_offset(const struct iot_clockmap *m, int64_t local_ns)
+{
+    size_t hint = 0;
+    return iot_clockmap_offset_at(m, &hint, local_ns);
+}
+
+int64_t iot_clockmap_map_at(const struct iot_clockmap *m, size_t *hint, int64_t local_ns)
+{
+    int64_t off = iot_clockmap_offset_at(m, hint, local_ns), t;
+    if (__builtin_add_overflow(local_ns, off, &t))
+        return off > 0 ? INT64_MAX : INT64_MIN;
+    return t;
 }
 
 int64_t iot_clockmap_map(const struct iot_clockmap *m, int64_t local_ns)
 {
-    __int128 t = (__int128)local_ns + iot_clockmap_offset(m, local_ns);
-    if (t > INT64_MAX)
-        return INT64_MAX;
-    if (t < INT64_MIN)
-        return INT64_MIN;
-    return (int64_t)t;
+    size_t hint = 0;
+    return iot_clockmap_map_at(m, &hint, local_ns);
 }
 
 static int64_t half_rtt(const struct iot_clock_sample *s)

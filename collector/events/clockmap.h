@@ -48,6 +48,12 @@ int64_t iot_clockmap_offset(const struct iot_clockmap *m, int64_t local_ns);
  * parts per million). */
 int64_t iot_clockmap_map(const struct iot_clockmap *m, int64_t local_ns);
 
+/* The same, with *hint (start at 0) the interval the caller's last time fell
+ * in: a caller whose times mostly grow skips the search.  Any value of
+ * *hint gives the same result. */
+int64_t iot_clockmap_offset_at(const struct iot_clockmap *m, size_t *hint, int64_t local_ns);
+int64_t iot_clockmap_map_at(const struct iot_clockmap *m, size_t *hint, int64_t local_ns);
+
 /* Error bound of the mapped time at local_ns: the larger rtt/2 of the two
  * samples around it, plus what a change of drift inside that interval could
  * add (estimated from the neighbouring intervals' slopes); outside the

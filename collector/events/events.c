@@ -382,8 +382,8 @@ static void align(struct xp_data *d, struct xp_event *ev)
     c->events++;
     if (!d->align || c->map.n == 0)
         return;
-    ev->t_start = iot_clockmap_map(&c->map, ev->t_start);
-    ev->t_end = iot_clockmap_map(&c->map, ev->t_end);
+    ev->t_start = iot_clockmap_map_at(&c->map, &c->hint, ev->t_start);
+    ev->t_end = iot_clockmap_map_at(&c->map, &c->hint, ev->t_end);
 }
 
 static int emit(struct reader *r, struct xp_event *ev)

@@ -82,6 +82,7 @@ struct xp_agent_status {
 /* Per node (same index as xp_data.nodes). */
 struct xp_clock {
     struct iot_clockmap map; /* the node's ClockSync samples */
+    size_t hint;             /* the map's interval of the last time aligned */
     uint64_t events;         /* events (and drop records) of the node read so far */
     struct xp_agent_status agent;
 };

@@ -292,6 +292,9 @@ static void test_large_values(void **state)
     assert_int_equal(iot_clockmap_offset(&m, T0 + 15 * day), 0);
     assert_int_equal(iot_clockmap_offset(&m, T0 + 30 * day / 4), -3600 * SEC);
     assert_int_equal(iot_clockmap_map(&m, INT64_MAX), INT64_MAX); /* saturates */
+    assert_int_equal(iot_clockmap_map(&m, INT64_MIN), INT64_MIN); /* both ways */
+    assert_int_equal(iot_clockmap_map(&m, INT64_MIN + 7200 * SEC), INT64_MIN);
+    assert_int_equal(iot_clockmap_map(&m, INT64_MIN + 7200 * SEC + 1), INT64_MIN + 1);
     iot_clockmap_free(&m);
 }
 
@@ -328,9 +331,15 @@ static void test_exact_both_widths(void **state)
         }
         iot_clockmap_finish(&m);
         int64_t lo = m.v[0].local_ns - max_gap, hi = m.v[m.n - 1].local_ns + max_gap;
+        /* The hint carried from time to time, and hints of any value
+         * (past the end too), give the searched result. */
+        size_t hint = 0;
         for (int k = 0; k < 200; k++) {
             int64_t t = lo + (int64_t)(next_rand() % (uint64_t)(hi - lo + 1));
             assert_int_equal(iot_clockmap_offset(&m, t), reference_offset(&m, t));
+            assert_int_equal(iot_clockmap_offset_at(&m, &hint, t), reference_offset(&m, t));
+            size_t any = (size_t)(next_rand() % (m.n + 2));
+            assert_int_equal(iot_clockmap_map_at(&m, &any, t), t + reference_offset(&m, t));
         }
         for (size_t k = 0; k < m.n; k++)
             for (int64_t d = -1; d <= 1; d++)

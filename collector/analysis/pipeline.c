@@ -143,7 +143,8 @@ int iot_pipe_run_store(struct iot_pipe *p, const char *store, struct xp_data *d,
                        size_t errlen)
 {
     err[0] = '\0';
-    if (xp_read_store_batches(store, d, iot_pipe_event, iot_pipe_batch_done, p, err, errlen) < 0)
+    if (xp_read_store_batches(store, d, p->cfg.job, iot_pipe_event, iot_pipe_batch_done, p, err,
+                              errlen) < 0)
         return -1;
     return iot_pipe_finish(p, err, errlen);
 }

@@ -19,7 +19,8 @@ struct reader {
     char *err;
     size_t errlen;
     xp_batch_done done;
-    uint64_t batches; /* counted by the clock pass */
+    uint64_t batches;  /* counted by the clock pass */
+    uint32_t only_job; /* a pass for one job: UINT32_MAX for all (see skippable) */
 };
 
 static uint64_t hash_bytes(const char *s, uint64_t seed)
@@ -571,15 +572,81 @@ static int read_unreadable(struct reader *r, uint32_t prod, const iot_batch *b, 
     return emit(r, &ev);
 }
 
+/* In a pass for one job, a batch whose events can only be of other jobs is
+ * not decoded: every event and drop record in it, and every loss found from
+ * it, would be of another job, and the pass keeps nothing of them.
+ * Decoding is what a pass costs (a job's final figures are computed from
+ * the store when it ends), so a store of many jobs is read at the cost of
+ * its envelopes and job dictionaries, not of its events.  What the rest of
+ * the pass depends on still happens: the batch is counted and handed to
+ * `done` (the merge's watermark moves with arrivals, not events), a
+ * storage server's file names and job dictionary are read (its later
+ * batches refer to them), and its jobs are interned in the same order as a
+ * full read would.  A process whose job is not yet known (0) is read in
+ * full: it may name the job later.  Losses found from a producer's batches
+ * are of its own job (a storage server's: none), so leaving some of its
+ * batches unread cannot add to the job's. */
+static int client_elsewhere(const struct reader *r, const struct xp_producer *p)
+{
+    return p->kind == IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT && p->job != 0 &&
+           p->job != r->only_job;
+}
+
+/* 1: a storage server's batch none of whose jobs is the pass's (its file
+ * names recorded), 0: to be read in full, -1: out of memory. */
+static int server_elsewhere(struct reader *r, uint32_t prod, const iot_batch *b)
+{
+    if (r->d->producers[prod].kind != IOTRACE__PRODUCER_KIND__PRODUCER_SERVER ||
+        r->d->producers[prod].job == r->only_job)
+        return 0;
+    char why[256];
+    iot_body *meta = iot_wire_body_meta(b, why, sizeof why);
+    if (!meta)
+        return 0; /* read in full, and counted as unreadable there */
+    int rc = 1;
+    if (meta->disk) {
+        uint32_t *jobs = calloc(meta->n_jobs + 1, sizeof *jobs);
+        if (!jobs || intern_jobs(r, prod, meta, jobs) < 0)
+            rc = -1;
+        for (size_t j = 0; rc == 1 && j < meta->n_jobs; j++)
+            if (jobs[j] == r->only_job)
+                rc = 0;
+        free(jobs);
+    }
+    for (size_t i = 0; rc == 1 && i < meta->n_files; i++)
+        if (add_file(r->d, prod, meta->files[i]->id, meta->files[i]->path) < 0)
+            rc = -1;
+    iot_wire_free_body(meta);
+    return rc < 0 ? iot_fail(r->err, r->errlen, "out of memory") : rc;
+}
+
 static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
 {
     struct reader *r = ctx;
     char why[256];
     uint64_t n = ++r->d->batches;
     iot_batch *b = iot_wire_open(buf, len, why, sizeof why);
-    iot_body *body = b ? iot_wire_body(b, why, sizeof why) : NULL;
+    iot_body *body = NULL;
     int rc = -1;
     uint32_t prod = b ? producer_index(r->d, b) : UINT32_MAX;
+    int skip = 0;
+    if (b && prod != UINT32_MAX && r->only_job != UINT32_MAX &&
+        !(skip = client_elsewhere(r, &r->d->producers[prod])) &&
+        (skip = server_elsewhere(r, prod, b)) < 0) {
+        iot_wire_free_batch(b);
+        return -1;
+    }
+    if (skip) {
+        /* Counted as if read: the events of a node (export's warning for
+         * nodes without clock samples) and the ordinals of later events. */
+        r->d->clocks[r->d->producers[prod].clock].events += b->event_count;
+        r->d->events += b->event_count;
+        rc = r->done && r->done(r->ctx, r->d, prod, recv_ns, r->err, r->errlen) ? -1 : 0;
+        iot_wire_free_batch(b);
+        return rc;
+    }
+    if (b)
+        body = iot_wire_body(b, why, sizeof why);
     if (!b)
         iot_fail(r->err, r->errlen, "stored batch %llu (received at %llu ns) cannot be decoded: %s",
              (unsigned long long)n, (unsigned long long)recv_ns, why);
@@ -669,7 +736,7 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
 int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t recv_ns,
                   xp_sink sink, xp_batch_done done, void *ctx, char *err, size_t errlen)
 {
-    struct reader r = {d, sink, ctx, err, errlen, done, 0};
+    struct reader r = {d, sink, ctx, err, errlen, done, 0, UINT32_MAX};
     char why[256];
     iot_batch *b = iot_wire_open(buf, len, why, sizeof why);
     int rc = 0;
@@ -691,7 +758,7 @@ int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t re
 
 int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen)
 {
-    struct reader r = {d, NULL, NULL, err, errlen, NULL, 0};
+    struct reader r = {d, NULL, NULL, err, errlen, NULL, 0, UINT32_MAX};
     if (iot_store_scan(dir, on_clock_batch, &r, err, errlen) != 0)
         return -1;
     for (size_t i = 0; i < d->n_clocks; i++)
@@ -700,17 +767,17 @@ int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen)
     return 0;
 }
 
-int xp_read_store_batches(const char *dir, struct xp_data *d, xp_sink sink, xp_batch_done done,
-                          void *ctx, char *err, size_t errlen)
+int xp_read_store_batches(const char *dir, struct xp_data *d, uint32_t job, xp_sink sink,
+                          xp_batch_done done, void *ctx, char *err, size_t errlen)
 {
-    struct reader r = {d, sink, ctx, err, errlen, done, 0};
+    struct reader r = {d, sink, ctx, err, errlen, done, 0, job};
     return iot_store_scan(dir, on_batch, &r, err, errlen) == 0 ? 0 : -1;
 }
 
 int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, char *err,
                   size_t errlen)
 {
-    return xp_read_store_batches(dir, d, sink, NULL, ctx, err, errlen);
+    return xp_read_store_batches(dir, d, UINT32_MAX, sink, NULL, ctx, err, errlen);
 }
 
 static int cmp_u64(const void *a, const void *b)

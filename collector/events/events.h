@@ -138,9 +138,12 @@ int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen)
 int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, char *err,
                   size_t errlen);
 
-/* The same, calling done (if not NULL) after each batch. */
-int xp_read_store_batches(const char *dir, struct xp_data *d, xp_sink sink, xp_batch_done done,
-                          void *ctx, char *err, size_t errlen);
+/* The same, calling done (if not NULL) after each batch.  With job (in
+ * d->jobs) other than UINT32_MAX the pass is for that job alone: the sink
+ * may be given only its events (and those of processes whose job is not
+ * known), since the batches of processes of other jobs are not decoded. */
+int xp_read_store_batches(const char *dir, struct xp_data *d, uint32_t job, xp_sink sink,
+                          xp_batch_done done, void *ctx, char *err, size_t errlen);
 
 /* Live: one batch just stored.  An agent's clock samples join its node's
  * map at once, so events are aligned with the samples known when they

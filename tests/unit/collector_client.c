@@ -559,18 +559,29 @@ static struct blob rank_batch(const char *node, uint32_t pid, const char *job, i
     return encode(&p, 0x5000 + pid, 0, &body);
 }
 
-static struct blob server_batch(const char *node, uint32_t pid, const char *server,
-                                 int64_t node_off, const struct drow *rows, size_t n)
+/* Batch `seq` of a storage server, its rows' jobs indices into `jobs`, with
+ * the file names given. */
+static struct blob server_batch_of(const char *node, uint32_t pid, const char *server,
+                                   int64_t node_off, const struct drow *rows, size_t n,
+                                   char **jobs, size_t n_jobs, Iotrace__FileName **files,
+                                   size_t n_files, uint64_t seq)
 {
-    static char *jobs[] = {"", "jobS", "jobT"};
     struct cols c;
     Iotrace__DiskEvents k = IOTRACE__DISK_EVENTS__INIT;
     disk_cols(rows, n, node_off, &c, &k);
     iot_body body = IOTRACE__BODY__INIT;
-    body.disk = &k, body.n_jobs = 3, body.jobs = jobs;
+    body.disk = &k, body.n_jobs = n_jobs, body.jobs = jobs;
+    body.n_files = n_files, body.files = files;
     iot_producer p = producer(node, pid, 1000 + pid, IOTRACE__PRODUCER_KIND__PRODUCER_SERVER,
                               "", -1, server);
-    return encode(&p, 0x5000 + pid, 0, &body);
+    return encode(&p, 0x5000 + pid, seq, &body);
+}
+
+static struct blob server_batch(const char *node, uint32_t pid, const char *server,
+                                 int64_t node_off, const struct drow *rows, size_t n)
+{
+    static char *jobs[] = {"", "jobS", "jobT"};
+    return server_batch_of(node, pid, server, node_off, rows, n, jobs, 3, NULL, 0, 0);
 }
 
 /* Two samples 20 s apart with the same offset: a constant offset, error
@@ -684,6 +695,32 @@ static void stats_run(void *sock)
     }
 }
 
+/* The "files" workload: a storage server names a file in a batch whose
+ * operations are all of jobA, then works on it for jobB in its next batch,
+ * whose dictionary names jobB alone.  A pass for jobB leaves the first
+ * batch's events unread (collector/events/events.c, server_elsewhere) but
+ * must still learn the file's name from it. */
+static void files_run(void *sock)
+{
+    static char *jobs_a[] = {"", "jobA"}, *jobs_b[] = {"", "jobB"};
+    static Iotrace__FileName name = {PROTOBUF_C_MESSAGE_INIT(&iotrace__file_name__descriptor),
+                                     0xB1B1, "/bricks/b9/shared.dat"};
+    Iotrace__FileName *names[] = {&name};
+    const struct drow da[] = {{IOT_F_DISK_writev, 1, R(0) | 1, 100, 1100, 100}};
+    const struct drow db[] = {{IOT_F_DISK_writev, 1, R(0) | 1, 200, 2100, 100}};
+    const struct mrow ma[] = {{IOT_F_MPIIO_MPI_File_write_at, R(0) | 1, 100, 0, 1000, 500}};
+    const struct mrow mb[] = {{IOT_F_MPIIO_MPI_File_write_at, R(0) | 1, 200, 0, 2000, 500}};
+    struct blob b[] = {
+        server_batch_of("s9", 901, "s9:/bricks/b9", 0, da, 1, jobs_a, 2, names, 1, 0),
+        server_batch_of("s9", 901, "s9:/bricks/b9", 0, db, 1, jobs_b, 2, NULL, 0, 1),
+        rank_batch("c9", 911, "jobA", 0, 0, ma, 1, NULL, NULL),
+        rank_batch("c9", 912, "jobB", 0, 0, mb, 1, NULL, NULL)};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+        roundtrip(sock, "files batch", b[i], NULL, 0, 0, IOT_ACK_STORED, NULL);
+        free(b[i].data);
+    }
+}
+
 /* Deterministic, so that a failure can be replayed. */
 static uint32_t next_random(uint32_t *state)
 {
@@ -726,11 +763,11 @@ static void fuzz(void *sock, struct blob a0, struct blob c0)
 
 int main(int argc, char **argv)
 {
-    int is_stats = argc == 5 && strcmp(argv[2], "stats") == 0;
+    int is_stats = argc == 5 && (strcmp(argv[2], "stats") == 0 || strcmp(argv[2], "files") == 0);
     if (!is_stats && (argc != 4 || (strcmp(argv[2], "first") && strcmp(argv[2], "second") &&
                                     strcmp(argv[2], "fuzz")))) {
         fprintf(stderr, "usage: collector_client ENDPOINT first|second|fuzz EXPECTED_CREDIT\n"
-                        "       collector_client ENDPOINT stats EXPECTED_CREDIT BASE_NS\n");
+                        "       collector_client ENDPOINT stats|files EXPECTED_CREDIT BASE_NS\n");
         return 2;
     }
     if (is_stats)
@@ -750,8 +787,10 @@ int main(int argc, char **argv)
         first_run(sock, a0, a1, b0, c0);
     else if (strcmp(phase, "second") == 0)
         second_run(sock, a0, b0);
-    else if (is_stats)
+    else if (strcmp(phase, "stats") == 0)
         stats_run(sock);
+    else if (strcmp(phase, "files") == 0)
+        files_run(sock);
     else
         fuzz(sock, a0, c0);
     free(a0.data), free(a1.data), free(b0.data), free(c0.data);

@@ -317,7 +317,8 @@ void iot_wire_set_id_checksum(iot_batch *b)
     b->id_checksum = 1ull << 32 | iot_wire_id_checksum(b);
 }
 
-iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errlen)
+static iot_batch *open_batch(const uint8_t *buf, size_t len, int body_crc, char *err,
+                             size_t errlen)
 {
     if (len < 5) {
         iot_fail(err, errlen, "batch of %zu bytes is too short", len);
@@ -362,7 +363,7 @@ iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errle
     else if (b->compression == IOTRACE__COMPRESSION__COMPRESSION_NONE &&
              b->body.len != b->raw_size)
         why = "uncompressed body size does not match the envelope";
-    else if (iot_wire_crc32(b->body.data, b->body.len) != b->checksum)
+    else if (body_crc && iot_wire_crc32(b->body.data, b->body.len) != b->checksum)
         why = "checksum mismatch";
     else if (b->id_checksum >> 32 != 1)
         why = "batch has no identity checksum";
@@ -378,6 +379,16 @@ iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errle
         return NULL;
     }
     return b;
+}
+
+iot_batch *iot_wire_open(const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    return open_batch(buf, len, 1, err, errlen);
+}
+
+iot_batch *iot_wire_open_stored(const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    return open_batch(buf, len, 0, err, errlen);
 }
 
 /* The body's bytes, decompressed, handed to `unpack`. */

@@ -972,7 +972,7 @@ static int rebuild_one(void *ctx, const uint8_t *batch, size_t len, uint64_t rec
     (void)recv_ns;
     struct rebuild *r = ctx;
     char key[KEY_MAX], why[REASON_MAX];
-    iot_batch *b = iot_wire_open(batch, len, why, sizeof why);
+    iot_batch *b = iot_wire_open_stored(batch, len, why, sizeof why);
     if (!b || iot_wire_batch_key(b, key, sizeof key) < 0) {
         r->unreadable++;
         iot_wire_free_batch(b);

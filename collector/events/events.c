@@ -625,7 +625,7 @@ static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
     struct reader *r = ctx;
     char why[256];
     uint64_t n = ++r->d->batches;
-    iot_batch *b = iot_wire_open(buf, len, why, sizeof why);
+    iot_batch *b = iot_wire_open_stored(buf, len, why, sizeof why);
     iot_body *body = NULL;
     int rc = -1;
     uint32_t prod = b ? producer_index(r->d, b) : UINT32_MAX;
@@ -711,7 +711,7 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
 {
     struct reader *r = ctx;
     char why[256];
-    iot_batch *b = iot_wire_open(buf, len, why, sizeof why);
+    iot_batch *b = iot_wire_open_stored(buf, len, why, sizeof why);
     iot_body *body = NULL;
     int rc = 0;
     r->batches++;
@@ -738,7 +738,7 @@ int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t re
 {
     struct reader r = {d, sink, ctx, err, errlen, done, 0, UINT32_MAX};
     char why[256];
-    iot_batch *b = iot_wire_open(buf, len, why, sizeof why);
+    iot_batch *b = iot_wire_open_stored(buf, len, why, sizeof why);
     int rc = 0;
     if (b && b->producer->kind == IOTRACE__PRODUCER_KIND__PRODUCER_AGENT) {
         iot_body *body = iot_wire_body(b, why, sizeof why);

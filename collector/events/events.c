@@ -620,12 +620,10 @@ static int server_elsewhere(struct reader *r, uint32_t prod, const iot_batch *b)
     return rc < 0 ? iot_fail(r->err, r->errlen, "out of memory") : rc;
 }
 
-static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
+/* A stored batch, opened (b, or NULL with the reason in why); frees it. */
+static int read_batch(struct reader *r, iot_batch *b, char *why, size_t whylen, uint64_t recv_ns)
 {
-    struct reader *r = ctx;
-    char why[256];
     uint64_t n = ++r->d->batches;
-    iot_batch *b = iot_wire_open_stored(buf, len, why, sizeof why);
     iot_body *body = NULL;
     int rc = -1;
     uint32_t prod = b ? producer_index(r->d, b) : UINT32_MAX;
@@ -646,7 +644,7 @@ static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
         return rc;
     }
     if (b)
-        body = iot_wire_body(b, why, sizeof why);
+        body = iot_wire_body(b, why, whylen);
     if (!b)
         iot_fail(r->err, r->errlen, "stored batch %llu (received at %llu ns) cannot be decoded: %s",
              (unsigned long long)n, (unsigned long long)recv_ns, why);
@@ -676,6 +674,13 @@ static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
     iot_wire_free_body(body);
     iot_wire_free_batch(b);
     return rc;
+}
+
+static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
+{
+    char why[256];
+    iot_batch *b = iot_wire_open_stored(buf, len, why, sizeof why);
+    return read_batch(ctx, b, why, sizeof why, recv_ns);
 }
 
 static int add_samples(struct xp_data *d, uint32_t node, const iot_body *body)
@@ -744,16 +749,19 @@ int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t re
         iot_body *body = iot_wire_body(b, why, sizeof why);
         uint32_t node = xp_intern(&d->nodes, b->producer->node);
         if (!body)
-            ; /* counted by on_batch below */
+            ; /* counted by read_batch below */
         else if (node == UINT32_MAX || ensure_clocks(d) < 0 || add_samples(d, node, body) < 0)
             rc = iot_fail(err, errlen, "out of memory");
         else
             iot_clockmap_finish(&d->clocks[node].map);
         iot_wire_free_body(body);
     }
-    iot_wire_free_batch(b);
     d->align = 1;
-    return rc == 0 ? on_batch(&r, buf, len, recv_ns) : rc;
+    if (rc < 0) {
+        iot_wire_free_batch(b);
+        return rc;
+    }
+    return read_batch(&r, b, why, sizeof why, recv_ns);
 }
 
 int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen)

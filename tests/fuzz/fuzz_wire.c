@@ -22,6 +22,16 @@ static uint8_t *packed(const iot_body *body, size_t *len)
     return out;
 }
 
+static void assert_same(const iot_body *x, const iot_body *y)
+{
+    size_t na, nb;
+    uint8_t *a = packed(x, &na), *b = packed(y, &nb);
+    if (na != nb || memcmp(a, b, na) != 0)
+        abort();
+    free(a);
+    free(b);
+}
+
 static void compare_body_readers(const uint8_t *data, size_t size)
 {
     iot_body *want = iotrace__body__unpack(NULL, size, data);
@@ -29,12 +39,7 @@ static void compare_body_readers(const uint8_t *data, size_t size)
     if (!want != !got)
         abort();
     if (want) {
-        size_t na, nb;
-        uint8_t *a = packed(want, &na), *b = packed(got, &nb);
-        if (na != nb || memcmp(a, b, na) != 0)
-            abort();
-        free(a);
-        free(b);
+        assert_same(want, got);
         iotrace__body__free_unpacked(got, NULL);
     }
     /* Readers that skip the event tables (a pass for one job) must take
@@ -49,12 +54,7 @@ static void compare_body_readers(const uint8_t *data, size_t size)
         want->mpiio = meta->mpiio = NULL;
         want->posix = meta->posix = NULL;
         want->disk = meta->disk = NULL;
-        size_t na, nb;
-        uint8_t *a = packed(want, &na), *b = packed(meta, &nb);
-        if (na != nb || memcmp(a, b, na) != 0)
-            abort();
-        free(a);
-        free(b);
+        assert_same(want, meta);
         want->mpiio = tables[0], want->posix = tables[1], want->disk = tables[2];
         meta->mpiio = empty[0], meta->posix = empty[1], meta->disk = empty[2];
         iotrace__body__free_unpacked(want, NULL);

@@ -391,9 +391,7 @@ iot_batch *iot_wire_open_stored(const uint8_t *buf, size_t len, char *err, size_
     return open_batch(buf, len, 0, err, errlen);
 }
 
-/* The body's bytes, decompressed, handed to `unpack`. */
-static iot_body *open_body(const iot_batch *batch, char *err, size_t errlen,
-                           iot_body *(*unpack)(ProtobufCAllocator *, size_t, const uint8_t *))
+iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen)
 {
     ProtobufCAllocator al;
     ProtobufCAllocator *alp = wire_allocator(&al);
@@ -418,26 +416,13 @@ static iot_body *open_body(const iot_batch *batch, char *err, size_t errlen,
         }
         raw = tmp;
     }
-    iot_body *body = unpack(alp, batch->raw_size, raw);
+    iot_body *body = iot_wire_body_unpack(alp, batch->raw_size, raw);
     if (tmp)
         alp ? alp->free(alp->allocator_data, tmp) : free(tmp);
-    if (!body)
+    if (!body) {
         iot_fail(err, errlen, "malformed batch body");
-    return body;
-}
-
-iot_body *iot_wire_body_meta(const iot_batch *batch, char *err, size_t errlen)
-{
-    return open_body(batch, err, errlen, iot_wire_body_unpack_meta);
-}
-
-iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen)
-{
-    ProtobufCAllocator al;
-    ProtobufCAllocator *alp = wire_allocator(&al);
-    iot_body *body = open_body(batch, err, errlen, iot_wire_body_unpack);
-    if (!body)
         return NULL;
+    }
     if (iot_wire_check_body(body, err, errlen) < 0) {
         iotrace__body__free_unpacked(body, alp);
         return NULL;

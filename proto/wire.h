@@ -65,11 +65,6 @@ uint8_t *iot_wire_body_pack_new(const iot_body *body, size_t max, size_t *len);
  * NULL when the bytes are not a body. */
 iot_body *iot_wire_body_unpack(ProtobufCAllocator *alp, size_t len, const uint8_t *raw);
 
-/* The same without reading the event tables' columns: a table the body has
- * is there, empty.  For readers that need only the rest (file names, the
- * job dictionary) to tell whether the events concern them. */
-iot_body *iot_wire_body_unpack_meta(ProtobufCAllocator *alp, size_t len, const uint8_t *raw);
-
 /* Checks that the columns of each event table have equal lengths and that
  * disk-event job indices fall inside the job dictionary. */
 int iot_wire_check_body(const iot_body *body, char *err, size_t errlen);
@@ -96,11 +91,6 @@ iot_batch *iot_wire_open_stored(const uint8_t *buf, size_t len, char *err, size_
 /* Decompresses and decodes the body of an opened batch and checks it against
  * the envelope (raw size, event count) and iot_wire_check_body. */
 iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen);
-
-/* A batch's body with its event tables present but empty
- * (iot_wire_body_unpack_meta), unchecked against the envelope's event
- * count; NULL with a reason in err when it cannot be read. */
-iot_body *iot_wire_body_meta(const iot_batch *batch, char *err, size_t errlen);
 
 /* Full validation of an encoded batch, as the collector does before storing. */
 int iot_wire_validate(const uint8_t *buf, size_t len, char *err, size_t errlen);

@@ -252,7 +252,7 @@ fallback:
     return NULL;
 }
 
-static iot_body *unpack(ProtobufCAllocator *alp, size_t len, const uint8_t *raw, int tables)
+iot_body *iot_wire_body_unpack(ProtobufCAllocator *alp, size_t len, const uint8_t *raw)
 {
     /* Body fields 2, 3 and 4: MpiioEvents, PosixEvents, DiskEvents. */
     static const ProtobufCMessageDescriptor *const table_desc[3] = {
@@ -299,17 +299,7 @@ static iot_body *unpack(ProtobufCAllocator *alp, size_t len, const uint8_t *raw,
     if (!body)
         return NULL;
     ProtobufCMessage *t[3] = {NULL, NULL, NULL};
-    for (int k = 0; k < 3 && !tables; k++)
-        if (span[k][0]) { /* present, its columns left unread */
-            if (!(t[k] = take(alp, table_desc[k]->sizeof_message))) {
-                iotrace__body__free_unpacked(body, alp);
-                for (int j = 0; j < k; j++)
-                    free_table(alp, t[j]);
-                return NULL;
-            }
-            protobuf_c_message_init(table_desc[k], t[k]);
-        }
-    for (int k = 0; k < 3 && tables; k++)
+    for (int k = 0; k < 3; k++)
         if (span[k][0] && !(t[k] = read_table(alp, table_desc[k], span[k][0], span[k][1]))) {
             iotrace__body__free_unpacked(body, alp);
             for (int j = 0; j < k; j++)
@@ -322,14 +312,4 @@ static iot_body *unpack(ProtobufCAllocator *alp, size_t len, const uint8_t *raw,
     return body;
 protobuf_c:
     return iotrace__body__unpack(alp, len, raw);
-}
-
-iot_body *iot_wire_body_unpack(ProtobufCAllocator *alp, size_t len, const uint8_t *raw)
-{
-    return unpack(alp, len, raw, 1);
-}
-
-iot_body *iot_wire_body_unpack_meta(ProtobufCAllocator *alp, size_t len, const uint8_t *raw)
-{
-    return unpack(alp, len, raw, 0);
 }

@@ -97,8 +97,7 @@ int iot_pipe_event(void *ctx, const struct xp_data *d, const struct xp_event *in
 {
     struct iot_pipe *p = ctx;
     struct xp_event ev = *in;
-    if (ev.job == 0 && ev.kind != XP_DISK)
-        ev.job = d->producers[ev.producer].job;
+    ev.job = xp_event_job(d, &ev);
     if (p->cfg.job != UINT32_MAX && ev.job != p->cfg.job)
         return 0;
     if (ev.job && note_pair(p, ev.job, d->producers[ev.producer].clock) < 0)

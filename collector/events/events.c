@@ -389,6 +389,13 @@ static void align(struct xp_data *d, struct xp_event *ev)
 
 static int emit(struct reader *r, struct xp_event *ev)
 {
+    /* In a pass for one job, another job's events are counted and dropped
+     * here rather than aligned and dropped by the sink. */
+    if (r->only_job != UINT32_MAX && xp_event_job(r->d, ev) != r->only_job) {
+        r->d->clocks[r->d->producers[ev->producer].clock].events++;
+        r->d->events++;
+        return 0;
+    }
     align(r->d, ev);
     ev->order = r->d->events++;
     return r->sink(r->ctx, r->d, ev, r->err, r->errlen);
@@ -572,52 +579,23 @@ static int read_unreadable(struct reader *r, uint32_t prod, const iot_batch *b, 
     return emit(r, &ev);
 }
 
-/* In a pass for one job, a batch whose events can only be of other jobs is
- * not decoded: every event and drop record in it, and every loss found from
- * it, would be of another job, and the pass keeps nothing of them.
- * Decoding is what a pass costs (a job's final figures are computed from
- * the store when it ends), so a store of many jobs is read at the cost of
- * its envelopes and job dictionaries, not of its events.  What the rest of
- * the pass depends on still happens: the batch is counted and handed to
- * `done` (the merge's watermark moves with arrivals, not events), a
- * storage server's file names and job dictionary are read (its later
- * batches refer to them), and its jobs are interned in the same order as a
- * full read would.  A process whose job is not yet known (0) is read in
- * full: it may name the job later.  Losses found from a producer's batches
- * are of its own job (a storage server's: none), so leaving some of its
- * batches unread cannot add to the job's. */
+/* In a pass for one job, a process's batches are left undecoded once its
+ * job is known to be another: every event and drop record in them, and
+ * every loss found from them, is of that job, and the pass keeps nothing
+ * of another job's events.  Decoding is what a pass costs (a job's final
+ * figures are computed from the store when it ends), so the processes of
+ * other jobs cost their batches' envelopes.  What the rest of the pass
+ * depends on still happens: the batch is counted and handed to `done` (the
+ * merge's watermark moves with arrivals, not events).  Read in full all
+ * the same: a process whose job is not yet known (0; it may name the job
+ * later), and one on a node without clock samples, whose events the reader
+ * counts for its warning about them.  Storage servers' batches are read in
+ * full (their dictionaries name any job, their file names serve later
+ * batches); emit() leaves out their events of other jobs. */
 static int client_elsewhere(const struct reader *r, const struct xp_producer *p)
 {
-    return p->kind == IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT && p->job != 0 &&
-           p->job != r->only_job;
-}
-
-/* 1: a storage server's batch none of whose jobs is the pass's (its file
- * names recorded), 0: to be read in full, -1: out of memory. */
-static int server_elsewhere(struct reader *r, uint32_t prod, const iot_batch *b)
-{
-    if (r->d->producers[prod].kind != IOTRACE__PRODUCER_KIND__PRODUCER_SERVER ||
-        r->d->producers[prod].job == r->only_job)
-        return 0;
-    char why[256];
-    iot_body *meta = iot_wire_body_meta(b, why, sizeof why);
-    if (!meta)
-        return 0; /* read in full, and counted as unreadable there */
-    int rc = 1;
-    if (meta->disk) {
-        uint32_t *jobs = calloc(meta->n_jobs + 1, sizeof *jobs);
-        if (!jobs || intern_jobs(r, prod, meta, jobs) < 0)
-            rc = -1;
-        for (size_t j = 0; rc == 1 && j < meta->n_jobs; j++)
-            if (jobs[j] == r->only_job)
-                rc = 0;
-        free(jobs);
-    }
-    for (size_t i = 0; rc == 1 && i < meta->n_files; i++)
-        if (add_file(r->d, prod, meta->files[i]->id, meta->files[i]->path) < 0)
-            rc = -1;
-    iot_wire_free_body(meta);
-    return rc < 0 ? iot_fail(r->err, r->errlen, "out of memory") : rc;
+    return r->only_job != UINT32_MAX && p->kind == IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT &&
+           p->job != 0 && p->job != r->only_job && r->d->clocks[p->clock].map.n > 0;
 }
 
 /* A stored batch, opened (b, or NULL with the reason in why); frees it. */
@@ -627,17 +605,8 @@ static int read_batch(struct reader *r, iot_batch *b, char *why, size_t whylen, 
     iot_body *body = NULL;
     int rc = -1;
     uint32_t prod = b ? producer_index(r->d, b) : UINT32_MAX;
-    int skip = 0;
-    if (b && prod != UINT32_MAX && r->only_job != UINT32_MAX &&
-        !(skip = client_elsewhere(r, &r->d->producers[prod])) &&
-        (skip = server_elsewhere(r, prod, b)) < 0) {
-        iot_wire_free_batch(b);
-        return -1;
-    }
-    if (skip) {
-        /* Counted as if read: the events of a node (export's warning for
-         * nodes without clock samples) and the ordinals of later events. */
-        r->d->clocks[r->d->producers[prod].clock].events += b->event_count;
+    if (b && prod != UINT32_MAX && client_elsewhere(r, &r->d->producers[prod])) {
+        /* Counted as if read: the ordinals of later events. */
         r->d->events += b->event_count;
         rc = r->done && r->done(r->ctx, r->d, prod, recv_ns, r->err, r->errlen) ? -1 : 0;
         iot_wire_free_batch(b);

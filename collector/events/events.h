@@ -138,10 +138,17 @@ int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen)
 int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, char *err,
                   size_t errlen);
 
+/* The job an event counts in: a disk operation's own (0: none), any other
+ * event's its process's (the job the process named, whenever it did). */
+static inline uint32_t xp_event_job(const struct xp_data *d, const struct xp_event *ev)
+{
+    return ev->job || ev->kind == XP_DISK ? ev->job : d->producers[ev->producer].job;
+}
+
 /* The same, calling done (if not NULL) after each batch.  With job (in
  * d->jobs) other than UINT32_MAX the pass is for that job alone: the sink
- * may be given only its events (and those of processes whose job is not
- * known), since the batches of processes of other jobs are not decoded. */
+ * is given only the events xp_event_job puts in it, and the batches of
+ * processes of other jobs are not decoded. */
 int xp_read_store_batches(const char *dir, struct xp_data *d, uint32_t job, xp_sink sink,
                           xp_batch_done done, void *ctx, char *err, size_t errlen);
 

@@ -591,7 +591,9 @@ static int read_unreadable(struct reader *r, uint32_t prod, const iot_batch *b, 
  * later), and one on a node without clock samples, whose events the reader
  * counts for its warning about them.  Storage servers' batches are read in
  * full (their dictionaries name any job, their file names serve later
- * batches); emit() leaves out their events of other jobs. */
+ * batches); emit() leaves out their events of other jobs.  Disk operations
+ * in a process's batch (the library writes none: a process forging them)
+ * are not seen by a pass for another job. */
 static int client_elsewhere(const struct reader *r, const struct xp_producer *p)
 {
     return r->only_job != UINT32_MAX && p->kind == IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT &&

@@ -85,3 +85,11 @@ add_test(NAME collector.analysis_yield
           $<TARGET_FILE:iotrace-producer>)
 set_tests_properties(collector.analysis_yield PROPERTIES LABELS collector TIMEOUT 180
                      SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+
+# A job forgotten after --keep gets no live view or statistics back from
+# events the merge releases later (tests/forget_test.py).
+add_test(NAME collector.forget
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/forget_test.py
+          $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+          $<TARGET_FILE:iotrace-producer>)
+set_tests_properties(collector.forget PROPERTIES LABELS collector TIMEOUT 120)

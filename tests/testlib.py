@@ -1,10 +1,11 @@
 """What the Python test scripts and benchmarks share: failures collected
-and printed as they happen, a free loopback port, the end of a test's
-processes and directory, CPU time per thread."""
+and printed as they happen, a free loopback port, waiting for a condition,
+the end of a test's processes and directory, CPU time per thread."""
 import os
 import shutil
 import socket
 import sys
+import time
 
 failures = []
 
@@ -39,6 +40,18 @@ def finish(tmp):
     else:
         shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failures else 0
+
+
+def until(what, timeout):
+    """Calls what() every 0.1 s until it returns something true or timeout
+    seconds have passed; returns its last value."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = what()
+        if v:
+            return v
+        time.sleep(0.1)
+    return what()
 
 
 def thread_stats(pid):

@@ -18,7 +18,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testlib import check, failures, free_port  # noqa: E402
+from testlib import check, failures, free_port, until  # noqa: E402
 
 COLLECTOR, AGENT, PRODUCER = sys.argv[1:4]
 BATCHES, EVENTS = 40, 500
@@ -50,16 +50,6 @@ def metric(port, name):
             if line.startswith(name + " "):
                 return float(line.split()[1])
     return None
-
-
-def until(what, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = what()
-        if v:
-            return v
-        time.sleep(0.1)
-    return what()
 
 
 def run(tmp, yield_s, cores):

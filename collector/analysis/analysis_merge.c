@@ -26,7 +26,10 @@ struct mg_item {
 /* A queue is a list of chunks: growing it never copies what it holds, and
  * full-size chunks drained at the front are kept (up to SPARE_MAX) for
  * the back of any queue, so that a steady stream reuses the same memory
- * instead of asking the system for fresh pages. */
+ * instead of asking the system for fresh pages.  An emptied queue keeps no
+ * chunk: its first-size chunk goes to a pool of its own (up to SPARE_MAX),
+ * since the live collector sees every process of every job, and each
+ * empty queue kept 7 KiB for as long as the collector ran. */
 #define CHUNK_FIRST 64u
 /* Held events are cold by the time they leave (the live analysis holds
  * seconds of them, hundreds of megabytes): reading each queue this many
@@ -78,7 +81,8 @@ void iot_merge_free(struct iot_merge *m)
     free(m->dirty);
     for (size_t i = 0; i < m->n_queue; i++)
         free_chunks(m->queue[i].first);
-    free_chunks(m->spare);
+    free_chunks(m->spare[0]);
+    free_chunks(m->spare[1]);
     free(m->queue);
     free(m->qheap);
     free(m->strag);
@@ -255,6 +259,12 @@ static int ensure_queue(struct iot_merge *m, uint32_t q)
     return 0;
 }
 
+/* Which pool of spare chunks takes chunks of cap items; -1: none. */
+static int spare_pool(uint32_t cap)
+{
+    return cap == CHUNK_FIRST ? 0 : cap == CHUNK_FULL ? 1 : -1;
+}
+
 /* Room for one more item at the back of a queue. */
 static int queue_room(struct iot_merge *m, struct mg_queue *x)
 {
@@ -262,11 +272,12 @@ static int queue_room(struct iot_merge *m, struct mg_queue *x)
     if (last && last->tail < last->cap)
         return 0;
     uint32_t cap = last ? (last->cap < CHUNK_FULL ? last->cap * 2 : CHUNK_FULL) : CHUNK_FIRST;
+    int pool = spare_pool(cap);
     struct mg_chunk *c;
-    if (cap == CHUNK_FULL && m->spare) {
-        c = m->spare;
-        m->spare = c->next;
-        m->n_spare--;
+    if (pool >= 0 && m->spare[pool]) {
+        c = m->spare[pool];
+        m->spare[pool] = c->next;
+        m->n_spare[pool]--;
     } else if ((c = malloc(sizeof *c + (size_t)cap * sizeof c->v[0]))) {
         m->chunk_items += cap;
     } else {
@@ -283,10 +294,11 @@ static int queue_room(struct iot_merge *m, struct mg_queue *x)
 
 static void chunk_drop(struct iot_merge *m, struct mg_chunk *c)
 {
-    if (c->cap == CHUNK_FULL && m->n_spare < SPARE_MAX) {
-        c->next = m->spare;
-        m->spare = c;
-        m->n_spare++;
+    int pool = spare_pool(c->cap);
+    if (pool >= 0 && m->n_spare[pool] < SPARE_MAX) {
+        c->next = m->spare[pool];
+        m->spare[pool] = c;
+        m->n_spare[pool]++;
         return;
     }
     m->chunk_items -= c->cap;
@@ -403,9 +415,7 @@ static int take(struct iot_merge *m, int64_t upto, struct xp_event *out)
         __builtin_prefetch(ahead + sizeof c->v[0] - 1);
     }
     *out = c->v[c->head++].ev;
-    if (c->head == c->tail && c == x->last && c->cap == CHUNK_FIRST) {
-        c->head = c->tail = 0; /* a small queue keeps its one chunk */
-    } else if (c->head == c->tail) { /* the queue moves on to its next chunk */
+    if (c->head == c->tail) { /* the queue moves on to its next chunk, if any */
         x->first = c->next;
         if (!x->first)
             x->last = NULL;

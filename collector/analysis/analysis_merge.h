@@ -17,9 +17,9 @@
  * as late: nothing is ever dropped.
  *
  * Memory: the events between the watermark and the newest start times
- * (event rate times lateness; 104 bytes each, in chunks of up to 1024),
- * up to 64 drained chunks kept for reuse, plus a few words per producer
- * and kind. */
+ * (event rate times lateness; 112 bytes each, in chunks of up to 1024),
+ * up to 64 drained chunks of each of two sizes kept for reuse, plus a few
+ * words per producer and kind. */
 #ifndef IOT_ANALYSIS_MERGE_H
 #define IOT_ANALYSIS_MERGE_H
 
@@ -53,8 +53,9 @@ struct iot_merge {
     size_t n_dirty, cap_dirty;
     struct mg_queue *queue; /* per (producer, kind): held events in arrival order */
     size_t n_queue;
-    struct mg_chunk *spare; /* drained chunks kept for reuse */
-    size_t n_spare, chunk_items;
+    /* Drained chunks kept for reuse: [0] of the first size, [1] full-size. */
+    struct mg_chunk *spare[2];
+    size_t n_spare[2], chunk_items;
     struct mg_qent *qheap; /* non-empty queues, min-heap on their first event */
     size_t qheap_n;
     struct mg_item *strag; /* events that started before their queue's last */

@@ -220,9 +220,7 @@ static int live_event(void *ctx, const struct xp_data *d, const struct xp_event 
                       size_t errlen)
 {
     struct live *l = ctx;
-    uint32_t job = ev->job;
-    if (job == 0 && ev->kind != XP_DISK)
-        job = d->producers[ev->producer].job;
+    uint32_t job = xp_event_job(d, ev);
     l->events_read++;
     if (job) {
         struct ljob *j = job_of(l, job);
@@ -292,7 +290,11 @@ static int on_ordered(void *ctx, const struct xp_event *ev, uint32_t *tag)
     if ((ev->kind != XP_MPIIO && ev->kind != XP_DISK) || !ev->job)
         return 0;
     struct ljob *j = job_of(l, ev->job);
-    if (!j || alloc_views(j) < 0)
+    if (!j)
+        return -1;
+    if (j->forgotten) /* released by the merge after the job left memory */
+        return 0;
+    if (alloc_views(j) < 0)
         return -1;
     uint32_t server = ev->producer < l->pipe.an.n_server ? l->pipe.an.server[ev->producer] : 0;
     struct tl_item it = {.t_start = ev->t_start, .t_end = ev->t_end, .offset = ev->offset,
@@ -328,8 +330,10 @@ static int on_pair(void *ctx, const struct xp_event *call, uint32_t call_tag,
     (void)disk_tag;
     struct live *l = ctx;
     struct ljob *j = disk->job ? job_of(l, disk->job) : NULL;
-    if (!j || alloc_views(j) < 0)
-        return j ? -1 : 0;
+    if (!j || j->forgotten)
+        return 0;
+    if (alloc_views(j) < 0)
+        return -1;
     struct tl_pair p = {call->order, disk->order};
     RING_PUSH(j->pairs_tl, TL_PAIRS, p);
     return 0;
@@ -472,13 +476,19 @@ static void finish_jobs(struct live *l)
     }
 }
 
-/* Finished jobs leave memory after keep_ns; their summary line stays. */
+/* Finished jobs leave memory after keep_ns; their summary line stays.  The
+ * merge may still release a job's events after that (it holds them while
+ * another producer holds its watermark back, up to the idle time): they
+ * make no view (on_ordered), and the statistics they start again are
+ * dropped here, so that nothing of a forgotten job stays. */
 static void forget_jobs(struct live *l)
 {
     int64_t now = iot_mono_ns();
     pthread_mutex_lock(&l->lock);
     for (size_t i = 1; i < l->n_jobs; i++) {
         struct ljob *j = l->jobs[i];
+        if (j && j->forgotten)
+            iot_an_stats_forget(&l->pipe.an.stats, (uint32_t)i);
         if (j && j->finished && !j->forgotten && now - j->finished_at >= l->cfg.keep_ns) {
             j->forgotten = 1;
             free_views(j);

@@ -76,7 +76,7 @@ def burst_after_quiet(bins):
     this machine from the sender.  Whether the sender gets a core in time
     also depends on what else the (shared, 2-core) machine runs: a run that
     dropped, always with exact accounting, is followed by a second one,
-    which must drop nothing (one run of the whole suite in about twenty
+    which must drop nothing (a first run in a run of the whole suite once
     dropped 1 390 of 1.8 M events, counted)."""
     dep = Deployment(bins)
     dep.start_collector("--analysis", "off", "--http", "off")

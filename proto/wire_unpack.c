@@ -89,44 +89,17 @@ static size_t element_size(ProtobufCType type)
 static ptrdiff_t get_varints(const uint8_t *p, const uint8_t *end, uint64_t *u)
 {
     uint64_t *start = u;
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* Values are read a word at a time while eight bytes remain: coded
-     * columns are mostly one- and two-byte values (docs/wire-format.md,
-     * Column coding), which take a test each, and eight one-byte values in
-     * a row are taken at once.  A longer value of up to eight bytes ends at
-     * the lowest byte without its top bit, and its 7-bit groups are drawn
-     * together in three steps; nine or ten bytes go byte by byte, below. */
-    while (end - p >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        if (!(w & 0x80)) {
-            if (!(w & 0x8080808080808080ull)) {
-                for (int k = 0; k < 8; k++, w >>= 8)
-                    u[k] = w & 0xff;
-                u += 8;
-                p += 8;
-            } else {
-                *u++ = w & 0xff;
-                p++;
-            }
-            continue;
+    /* While a longest value fits, no byte needs a bounds check. */
+    while (end - p >= 10) {
+        uint64_t b = *p++, v = b & 0x7f;
+        for (int shift = 7; b >= 0x80; shift += 7) {
+            if (shift > 63)
+                return -1;
+            b = *p++;
+            v |= (b & 0x7f) << shift;
         }
-        if (!(w & 0x8000)) {
-            *u++ = (w & 0x7f) | (w >> 1 & 0x3f80);
-            p += 2;
-            continue;
-        }
-        uint64_t stops = ~w & 0x8080808080808080ull;
-        if (!stops)
-            break;
-        uint64_t x = w & (stops ^ (stops - 1)) & 0x7f7f7f7f7f7f7f7full;
-        x = (x & 0x007f007f007f007full) | (x & 0x7f007f007f007f00ull) >> 1;
-        x = (x & 0x00003fff00003fffull) | (x & 0x3fff00003fff0000ull) >> 2;
-        x = (x & 0x000000000fffffffull) | (x & 0x0fffffff00000000ull) >> 4;
-        *u++ = x;
-        p += (__builtin_ctzll(stops) + 1) / 8;
+        *u++ = v;
     }
-#endif
     while (p < end) {
         uint64_t b = *p++, v = b & 0x7f;
         for (int shift = 7; b >= 0x80; shift += 7) {

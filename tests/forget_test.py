@@ -14,7 +14,12 @@ Here a producer of job "holder" sends one batch and falls silent; a
 producer of job "early" sends its batches right after.  "early" finishes
 and is forgotten within about a second; once "holder" is idle the merge
 releases everything.  Then no job may have a view, and "early" keeps only
-its summary line."""
+its summary line.
+
+Their processes then leave the live analysis too (name, files and slot),
+the jobs' summaries keeping their counts; processes of later jobs take the
+freed slots, so the collector's memory follows the processes running, not
+every process it ever saw."""
 import json
 import os
 import subprocess
@@ -35,7 +40,12 @@ def get(port, path):
 
 
 def forgotten(j):
-    """Finished, and out of memory but for its summary line."""
+    """Finished, and out of memory but for its summary line.
+
+Their processes then leave the live analysis too (name, files and slot),
+the jobs' summaries keeping their counts; processes of later jobs take the
+freed slots, so the collector's memory follows the processes running, not
+every process it ever saw."""
     return j["state"] == "finished" and not j["final_stats_in_memory"]
 
 
@@ -81,6 +91,32 @@ def main():
         with urllib.request.urlopen(f"http://127.0.0.1:{hport}/metrics", timeout=10) as r:
             series = [line for line in r.read().decode().splitlines() if 'job="early"' in line]
         check(not series, f"/metrics has series of the forgotten job: {series[:3]}")
+
+        st = until(lambda: (s := get(hport, "/api/v1/status"))["analysis_producers_retired"] >= 2
+                   and s, 20)
+        check(st and st["analysis_producers_retired"] == 2,
+              f"the two processes of the forgotten jobs were not retired: {st}")
+        slots, kept = st["analysis_producer_slots"], st["analysis_producers"]
+        early = job(hport, "early")
+        check(early and early["processes"] == 1 and early["ranks"] == 1,
+              f"'early' lost its counts when its process was retired: {early}")
+        for name, rank in (("again-a", 0), ("again-b", 0)):
+            subprocess.run([PRODUCER, "--agent", sock, "--node", "n1", "--job", name, "--rank",
+                            str(rank), "--batches", "5", "--events-per-batch", "500",
+                            "--realtime"], check=True, stdout=subprocess.DEVNULL, timeout=60)
+        st = until(lambda: (s := get(hport, "/api/v1/status"))["analysis_producers_retired"] >= 4
+                   and s, 40)
+        print(f"after a second round: {st and st['analysis_producers_retired']} processes retired, "
+              f"{st and st['analysis_producers']} in memory, "
+              f"{st and st['analysis_producer_slots']} slots (were {slots})")
+        check(st and st["analysis_producers_retired"] == 4,
+              f"the second round's processes were not retired: {st}")
+        check(st["analysis_producer_slots"] == slots and st["analysis_producers"] == kept,
+              f"the second round took {st['analysis_producer_slots']} slots (were {slots}), "
+              f"{st['analysis_producers']} in memory (were {kept})")
+        again = [job(hport, n) for n in ("again-a", "again-b")]
+        check(all(j and forgotten(j) and j["events"] == 2500 and j["processes"] == 1
+                  for j in again), f"the second round's jobs: {again}")
     finally:
         stop_all([a, c])
     sys.exit(finish(tmp))

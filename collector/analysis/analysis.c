@@ -90,6 +90,15 @@ void iot_an_close_producer(struct iot_an *an, uint32_t producer)
     iot_merge_close_producer(&an->merge, producer);
 }
 
+int iot_an_forget_producer(struct iot_an *an, uint32_t producer)
+{
+    if (iot_merge_forget_producer(&an->merge, producer) < 0)
+        return -1;
+    if (producer < an->n_server)
+        an->server[producer] = 0;
+    return 0;
+}
+
 int iot_an_finish(struct iot_an *an)
 {
     if (iot_merge_finish(&an->merge, on_ordered, an) != 0)

@@ -82,6 +82,11 @@ int iot_an_advance(struct iot_an *an, int64_t now_ns);
 
 void iot_an_close_producer(struct iot_an *an, uint32_t producer);
 
+/* Its slot is about to go to another producer (xp_retire_producers): -1
+ * while the merge still holds events of it.  Events of it the matcher
+ * still holds are told apart by their job, not their producer. */
+int iot_an_forget_producer(struct iot_an *an, uint32_t producer);
+
 /* End of input: everything is released, matched and counted. */
 int iot_an_finish(struct iot_an *an);
 

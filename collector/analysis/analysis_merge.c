@@ -471,6 +471,27 @@ void iot_merge_close_producer(struct iot_merge *m, uint32_t producer)
     m->prod[producer].state = P_CLOSED;
 }
 
+int iot_merge_forget_producer(struct iot_merge *m, uint32_t producer)
+{
+    if (producer >= m->n_prod)
+        return 0;
+    struct mg_producer *p = &m->prod[producer];
+    if (p->dirty)
+        return -1;
+    for (size_t q = (size_t)producer * KINDS; q < (size_t)(producer + 1) * KINDS; q++)
+        if (q < m->n_queue && m->queue[q].n)
+            return -1;
+    if (p->heap_pos)
+        premove(m, producer);
+    *p = (struct mg_producer){.latest = INT64_MIN, .last_arrival = INT64_MIN};
+    return 0;
+}
+
+int64_t iot_merge_last_arrival(const struct iot_merge *m, uint32_t producer)
+{
+    return producer < m->n_prod ? m->prod[producer].last_arrival : INT64_MIN;
+}
+
 /* Producers that pushed since the last advance were alive at now_ns. */
 static void settle_dirty(struct iot_merge *m, int64_t now_ns)
 {

@@ -80,6 +80,15 @@ int iot_merge_push(struct iot_merge *m, const struct xp_event *ev);
 /* A producer that will send nothing more (its process ended). */
 void iot_merge_close_producer(struct iot_merge *m, uint32_t producer);
 
+/* A producer whose slot will be given to another: -1 while it still has
+ * events held (or pushed since the last advance), else it is as if never
+ * seen, and no longer holds the watermark back. */
+int iot_merge_forget_producer(struct iot_merge *m, uint32_t producer);
+
+/* Arrival time of the last advance that saw the producer push (INT64_MIN:
+ * none). */
+int64_t iot_merge_last_arrival(const struct iot_merge *m, uint32_t producer);
+
 /* Recomputes the watermark at arrival time now_ns (the clock `idle` is
  * measured on; the collector's) and releases what it allows. */
 int iot_merge_advance(struct iot_merge *m, int64_t now_ns, iot_merge_sink sink, void *ctx);

@@ -13,6 +13,16 @@ void iot_an_stats_init(struct iot_an_stats *s)
         s->completion[f] = (uint8_t)iot_match_is_completion(f);
 }
 
+/* What job_of, func_of, server_of and the histograms added to s->bytes. */
+static size_t job_bytes(const struct iot_an_job *j)
+{
+    size_t n = sizeof *j + j->n_server * sizeof *j->server;
+    for (unsigned f = 0; f < IOT_AN_FUNCS; f++)
+        if (j->func[f])
+            n += sizeof *j->func[f] + j->func[f]->dur.bytes;
+    return n;
+}
+
 static void free_job(struct iot_an_job *j)
 {
     for (unsigned f = 0; f < IOT_AN_FUNCS; f++)
@@ -214,6 +224,8 @@ void iot_an_stats_closed(void *stats, const struct iot_match_closed *c)
 void iot_an_stats_forget(struct iot_an_stats *s, uint32_t job)
 {
     if (job < s->n_job && s->job[job]) {
+        size_t gone = job_bytes(s->job[job]);
+        s->bytes -= gone < s->bytes ? gone : s->bytes;
         free_job(s->job[job]);
         s->job[job] = NULL;
     }

@@ -83,6 +83,15 @@ static int describe(struct iot_pipe *p, const struct xp_data *d, uint32_t produc
     return 0;
 }
 
+int iot_pipe_forget_producer(struct iot_pipe *p, uint32_t producer)
+{
+    if (iot_an_forget_producer(&p->an, producer) < 0)
+        return -1;
+    if (producer < p->n_known)
+        p->known[producer] = 0;
+    return 0;
+}
+
 /* Statistics count MPI-IO calls, disk operations and losses of a job;
  * POSIX calls matter only inside an MPI-IO call (analysis_match.h). */
 static int counted(const struct xp_event *ev)

@@ -57,6 +57,10 @@ int iot_pipe_event(void *ctx, const struct xp_data *d, const struct xp_event *ev
 int iot_pipe_batch_done(void *ctx, const struct xp_data *d, uint32_t producer,
                         uint64_t recv_ns, char *err, size_t errlen);
 
+/* Forgets a producer before xp_retire_producers() gives its slot to
+ * another: -1 (nothing done) while the merge still holds events of it. */
+int iot_pipe_forget_producer(struct iot_pipe *p, uint32_t producer);
+
 /* Reads the whole store (after xp_read_clocks) and finishes. */
 int iot_pipe_run_store(struct iot_pipe *p, const char *store, struct xp_data *d, char *err,
                        size_t errlen);

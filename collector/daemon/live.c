@@ -1,6 +1,7 @@
 #include "live.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdarg.h>
@@ -14,12 +15,14 @@
 #include <unistd.h>
 
 #include "analysis_quantile.h"
+#include "grow.h"
 #include "idlecores.h"
 #include "iot_functions.h"
 #include "log.h"
 #include "pipeline.h"
 #include "stats_report.h"
 #include "timeutil.h"
+#include "wire.h"
 
 /* What the dashboard's live views keep per running job: the newest calls,
  * disk operations and pairs (the timeline) and one row per second of event
@@ -100,6 +103,9 @@ struct live {
     int64_t waited_ns;
     size_t samples_checked; /* all_samples() when unsettled jobs were last looked at */
     uint64_t members_at; /* batches_read when the jobs' members were last counted */
+    uint32_t *retiring;  /* retire_producers()'s list */
+    size_t cap_retiring;
+    uint64_t retired;    /* processes forgotten so far */
     int failed;
     char error[512];
 };
@@ -476,6 +482,35 @@ static void finish_jobs(struct live *l)
     }
 }
 
+/* Processes the live view will not need again leave memory too (their
+ * names, files and slots in the reader, the merge and the pipeline): those
+ * of jobs that left it, and those without a job whose last batch came
+ * keep_ns ago, once the merge holds nothing of them.  So the collector's
+ * memory follows the processes running, not every one it ever saw.
+ * Called locked. */
+static size_t retire_producers(struct live *l)
+{
+    int64_t now = iot_now_ns();
+    size_t n = 0;
+    for (size_t i = 0; i < l->d.n_producers; i++) {
+        const struct xp_producer *p = &l->d.producers[i];
+        if (p->retired || p->kind != IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT)
+            continue;
+        if (p->job ? p->job >= l->n_jobs || !l->jobs[p->job] || !l->jobs[p->job]->forgotten
+                   : now - (int64_t)p->last_recv_ns < l->cfg.keep_ns)
+            continue;
+        if (n == l->cap_retiring &&
+            iot_grow((void **)&l->retiring, &l->cap_retiring, n + 1, sizeof *l->retiring, 64) < 0)
+            break;
+        if (iot_pipe_forget_producer(&l->pipe, (uint32_t)i) == 0)
+            l->retiring[n++] = (uint32_t)i;
+    }
+    if (xp_retire_producers(&l->d, l->retiring, n) < 0)
+        iot_warn("live analysis: out of memory while forgetting processes");
+    l->retired += n;
+    return n;
+}
+
 /* Finished jobs leave memory after keep_ns; their summary line stays.  The
  * merge may still release a job's events after that (it holds them while
  * another producer holds its watermark back, up to the idle time): they
@@ -484,12 +519,14 @@ static void finish_jobs(struct live *l)
 static void forget_jobs(struct live *l)
 {
     int64_t now = iot_mono_ns();
+    int freed = 0;
     pthread_mutex_lock(&l->lock);
     for (size_t i = 1; i < l->n_jobs; i++) {
         struct ljob *j = l->jobs[i];
         if (j && j->forgotten)
             iot_an_stats_forget(&l->pipe.an.stats, (uint32_t)i);
         if (j && j->finished && !j->forgotten && now - j->finished_at >= l->cfg.keep_ns) {
+            freed = 1;
             j->forgotten = 1;
             free_views(j);
             free(j->final);
@@ -498,7 +535,12 @@ static void forget_jobs(struct live *l)
             l->update_seq++;
         }
     }
+    freed |= retire_producers(l) > 0;
     pthread_mutex_unlock(&l->lock);
+    /* What the jobs and processes held is scattered among what stays: glibc
+     * gives such pages back to the system only when asked. */
+    if (freed)
+        malloc_trim(0);
 }
 
 /* Processes, ranks and nodes of every job, in one pass over the producers
@@ -520,13 +562,14 @@ static void count_members(struct live *l)
         return;
     }
     size_t nr = 0, nn = 0, nc = 0;
+    /* A forgotten job keeps the counts it had: its processes are retired. */
     for (size_t i = 1; i < l->n_jobs; i++)
-        if (l->jobs[i])
+        if (l->jobs[i] && !l->jobs[i]->forgotten)
             l->jobs[i]->processes = l->jobs[i]->ranks = l->jobs[i]->nodes =
                 l->jobs[i]->unaligned = 0;
     for (size_t i = 0; i < n; i++) {
         const struct xp_producer *p = &l->d.producers[i];
-        if (!p->job || p->job >= l->n_jobs || !l->jobs[p->job])
+        if (!p->job || p->job >= l->n_jobs || !l->jobs[p->job] || l->jobs[p->job]->forgotten)
             continue;
         l->jobs[p->job]->processes++;
         if (p->rank >= 0)
@@ -718,6 +761,7 @@ void live_stop(struct live *l)
         if (l->jobs[i])
             free_job(l->jobs[i]);
     free(l->jobs);
+    free(l->retiring);
     iot_pipe_free(&l->pipe);
     xp_data_free(&l->d);
     pthread_cond_destroy(&l->updated);
@@ -956,6 +1000,9 @@ json_t *live_status_json(struct live *l)
                         u64(am.merge_bytes + am.match_bytes + am.stats_bytes));
     json_object_set_new(o, "analysis_events_held", u64(am.events_held));
     json_object_set_new(o, "job_views", u64(with_views));
+    json_object_set_new(o, "analysis_producers", u64(xp_producers_in_use(&l->d)));
+    json_object_set_new(o, "analysis_producer_slots", u64(l->d.n_producers));
+    json_object_set_new(o, "analysis_producers_retired", u64(l->retired));
     json_object_set_new(o, "job_view_bytes", u64(views));
     json_object_set_new(o, "jobs_running", u64(running));
     json_object_set_new(o, "jobs_finished", u64(finished));

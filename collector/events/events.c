@@ -55,7 +55,8 @@ static int grow_string_index(struct xp_strings *t)
     t->index = index;
     t->index_size = size;
     for (size_t k = 0; k < t->n; k++)
-        t->index[string_slot(t, t->str[k])] = (uint32_t)k + 1;
+        if (t->str[k])
+            t->index[string_slot(t, t->str[k])] = (uint32_t)k + 1;
     return 0;
 }
 
@@ -92,7 +93,28 @@ uint32_t xp_intern(struct xp_strings *t, const char *s)
 
 const char *xp_string(const struct xp_strings *t, uint32_t idx)
 {
-    return idx < t->n ? t->str[idx] : "";
+    return idx < t->n && t->str[idx] ? t->str[idx] : "";
+}
+
+/* Linear probing has no tombstones: the entries after the freed slot that
+ * would no longer be found from their home slot move back into it. */
+void xp_unintern(struct xp_strings *t, uint32_t idx)
+{
+    if (idx >= t->n || !t->str[idx])
+        return;
+    size_t mask = t->index_size - 1, i = string_slot(t, t->str[idx]);
+    free(t->str[idx]);
+    t->str[idx] = NULL;
+    t->index[i] = 0;
+    for (size_t j = (i + 1) & mask; t->index[j]; j = (j + 1) & mask) {
+        size_t home = (size_t)hash_bytes(t->str[t->index[j] - 1], 0) & mask;
+        /* j's entry may stay if its home lies cyclically in (i, j]. */
+        if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+            continue;
+        t->index[i] = t->index[j];
+        t->index[j] = 0;
+        i = j;
+    }
 }
 
 static void free_strings(struct xp_strings *t)
@@ -131,6 +153,8 @@ void xp_data_free(struct xp_data *d)
         free(d->files[i].path);
     free(d->files);
     free(d->producers);
+    free(d->free_producers);
+    free(d->retired_keys);
     free(d->job_owner);
     free(d->job_name);
     free_strings(&d->job_names);
@@ -308,19 +332,63 @@ static uint32_t job_of(struct xp_data *d, const char *job, int64_t uid)
     return job_of(d, name, uid);
 }
 
-static int new_producer(struct xp_data *d, const iot_producer *p, const char *clock,
-                        int64_t uid)
+/* Whether a producer key was retired before, as far as a table of
+ * XP_RETIRED_KEYS hashes remembers: each hash has one place, where a later
+ * one replaces it (0 is no key: hashes are made odd). */
+#define XP_RETIRED_KEYS 16384
+
+static uint64_t key_hash(const char *key)
 {
-    if (d->n_producers == d->cap_producers) {
-        size_t cap = d->cap_producers ? d->cap_producers * 2 : 64;
-        struct xp_producer *v = realloc(d->producers, cap * sizeof *v);
-        if (!v)
+    return hash_bytes(key, 0x5bd1e995u) | 1;
+}
+
+static int was_retired(const struct xp_data *d, const char *key)
+{
+    if (!d->retired_keys)
+        return 0;
+    uint64_t h = key_hash(key);
+    return d->retired_keys[(h >> 1) % XP_RETIRED_KEYS] == h;
+}
+
+/* The slot a new producer takes: a retired one's, else one more. */
+static int producer_slot(struct xp_data *d, const char *key, size_t key_slot, uint32_t *idx)
+{
+    if (d->n_free_producers) {
+        char *s = strdup(key);
+        if (!s)
             return -1;
-        d->producers = v;
-        d->cap_producers = cap;
+        *idx = d->free_producers[--d->n_free_producers];
+        d->keys.str[*idx] = s;
+    } else {
+        if (d->n_producers == d->cap_producers) {
+            size_t cap = d->cap_producers ? d->cap_producers * 2 : 64;
+            struct xp_producer *v = realloc(d->producers, cap * sizeof *v);
+            if (!v)
+                return -1;
+            d->producers = v;
+            d->cap_producers = cap;
+        }
+        if (push_string(&d->keys, key) < 0)
+            return -1;
+        *idx = (uint32_t)d->n_producers++;
     }
-    struct xp_producer *x = &d->producers[d->n_producers];
+    d->keys.index[key_slot] = *idx + 1;
+    return 0;
+}
+
+static int new_producer(struct xp_data *d, struct xp_producer *x, const iot_batch *b,
+                        const char *clock, const char *key)
+{
+    const iot_producer *p = b->producer;
+    int64_t uid = b->sender ? (int64_t)b->sender->uid : -1;
     *x = (struct xp_producer){0};
+    if (was_retired(d, key)) {
+        /* Back after it was forgotten: what it made before was counted
+         * then, so its running total is no gap. */
+        x->made_known = 1;
+        x->made_epoch = b->epoch;
+        x->made = UINT64_MAX;
+    }
     x->node = xp_intern(&d->nodes, p->node);
     x->clock = xp_intern(&d->nodes, clock);
     x->uid = uid;
@@ -334,8 +402,58 @@ static int new_producer(struct xp_data *d, const iot_producer *p, const char *cl
     if (x->node == UINT32_MAX || x->clock == UINT32_MAX || x->job == UINT32_MAX ||
         x->server == UINT32_MAX || ensure_clocks(d) < 0)
         return -1;
-    d->n_producers++;
     return 0;
+}
+
+int xp_retire_producers(struct xp_data *d, const uint32_t *ids, size_t n)
+{
+    if (!n)
+        return 0;
+    size_t need = d->n_free_producers + n;
+    if (iot_grow((void **)&d->free_producers, &d->cap_free_producers, need,
+                 sizeof *d->free_producers, 64) < 0)
+        return -1;
+    if (!d->retired_keys && !(d->retired_keys = calloc(XP_RETIRED_KEYS, sizeof *d->retired_keys)))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t id = ids[i];
+        if (id >= d->n_producers || d->producers[id].retired)
+            continue;
+        uint64_t h = key_hash(d->keys.str[id]);
+        d->retired_keys[(h >> 1) % XP_RETIRED_KEYS] = h;
+        xp_unintern(&d->keys, id);
+        d->producers[id] = (struct xp_producer){.retired = 1};
+        d->free_producers[d->n_free_producers++] = id;
+    }
+    /* Their file names go in one rebuild of the table. */
+    struct xp_file *files = d->files;
+    size_t size = d->files_size;
+    d->files = NULL;
+    d->files_size = d->files_used = 0;
+    int rc = 0;
+    for (size_t i = 0; i < size; i++) {
+        struct xp_file *f = &files[i];
+        if (!f->path)
+            continue;
+        if (d->producers[f->producer].retired || rc < 0) {
+            free(f->path);
+            continue;
+        }
+        if ((d->files_used + 1) * 2 > d->files_size && grow_files(d) < 0) {
+            free(f->path);
+            rc = -1; /* names lost, not memory: xp_file_path answers NULL */
+            continue;
+        }
+        d->files[file_slot(d->files, d->files_size, f->producer, f->id)] = *f;
+        d->files_used++;
+    }
+    free(files);
+    return rc;
+}
+
+size_t xp_producers_in_use(const struct xp_data *d)
+{
+    return d->n_producers - d->n_free_producers;
 }
 
 /* A rank learns its rank (and, under Hydra, its job id) in MPI_Init, after
@@ -364,14 +482,19 @@ static uint32_t producer_index(struct xp_data *d, const iot_batch *b)
     char key[512];
     if (iot_wire_batch_key(b, key, sizeof key) < 0)
         return UINT32_MAX;
-    uint32_t idx = xp_intern(&d->keys, key);
-    if (idx == UINT32_MAX)
-        return idx;
-    if (idx == d->n_producers)
-        return new_producer(d, p, clock, b->sender ? (int64_t)b->sender->uid : -1) < 0
-                   ? UINT32_MAX
-                   : idx;
-    return refresh_producer(d, &d->producers[idx], p, clock) < 0 ? UINT32_MAX : idx;
+    struct xp_strings *keys = &d->keys;
+    if ((keys->n + 1) * 2 > keys->index_size && grow_string_index(keys) < 0)
+        return UINT32_MAX;
+    size_t slot = string_slot(keys, key);
+    if (keys->index[slot]) {
+        uint32_t idx = keys->index[slot] - 1;
+        return refresh_producer(d, &d->producers[idx], p, clock) < 0 ? UINT32_MAX : idx;
+    }
+    uint32_t idx;
+    if (producer_slot(d, key, slot, &idx) < 0 ||
+        new_producer(d, &d->producers[idx], b, clock, key) < 0)
+        return UINT32_MAX;
+    return idx;
 }
 
 /* Both ends are mapped separately: with a drift the duration changes too,
@@ -607,6 +730,8 @@ static int read_batch(struct reader *r, iot_batch *b, char *why, size_t whylen, 
     iot_body *body = NULL;
     int rc = -1;
     uint32_t prod = b ? producer_index(r->d, b) : UINT32_MAX;
+    if (prod != UINT32_MAX)
+        r->d->producers[prod].last_recv_ns = recv_ns;
     if (b && prod != UINT32_MAX && client_elsewhere(r, &r->d->producers[prod])) {
         /* Counted as if read: the ordinals of later events. */
         r->d->events += b->event_count;

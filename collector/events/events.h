@@ -42,6 +42,8 @@ struct xp_producer {
     uint64_t made_epoch, next_seq, made, lost;
     int64_t lost_t; /* producer's clock: the first event after the first gap */
     int made_known;
+    int retired;    /* its slot is free (xp_retire_producers) */
+    uint64_t last_recv_ns; /* when the collector received its newest batch read */
 };
 
 struct xp_event {
@@ -92,8 +94,11 @@ struct xp_data {
     struct xp_clock *clocks; /* one per node */
     size_t n_clocks;
     int align;               /* map event times to the collector's clock */
-    struct xp_producer *producers;
+    struct xp_producer *producers; /* n_producers slots, retired ones included */
     size_t n_producers, cap_producers;
+    uint32_t *free_producers;      /* retired slots, taken again by new producers */
+    size_t n_free_producers, cap_free_producers;
+    uint64_t *retired_keys;        /* hashes of retired producer keys (was_retired) */
     struct xp_file *files; /* open addressing on (producer, id) */
     size_t files_size, files_used;
     uint64_t batches, events;
@@ -159,6 +164,16 @@ int xp_read_store_batches(const char *dir, struct xp_data *d, uint32_t job, xp_s
 int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t recv_ns,
                   xp_sink sink, xp_batch_done done, void *ctx, char *err, size_t errlen);
 
+/* The live collector forgets processes it will not hear of again (their
+ * job left its memory, the analysis holds nothing of them), so that its
+ * memory follows the processes running, not all it ever saw: their keys,
+ * file names and slots go, and the next new producers take the slots.  A
+ * batch of one of them after all makes a new producer, which does not
+ * count what it made before as lost when a table of 16 384 hashes of
+ * retired keys still holds its key.  -1 when out of memory (some file names may be gone). */
+int xp_retire_producers(struct xp_data *d, const uint32_t *ids, size_t n);
+size_t xp_producers_in_use(const struct xp_data *d);
+
 /* Whether a function reads, writes or neither, by its name (MPI-IO, POSIX
  * and disk operations alike). */
 enum { XP_DIR_READ, XP_DIR_WRITE, XP_DIR_OTHER };
@@ -169,6 +184,9 @@ const struct iot_clockmap *xp_node_clock(const struct xp_data *d, uint32_t node)
 
 /* Index of s, adding it if new; UINT32_MAX when out of memory. */
 uint32_t xp_intern(struct xp_strings *t, const char *s);
+/* The string at idx is no longer found (xp_intern adds it again under a new
+ * index) and reads as ""; its index is not given to another string. */
+void xp_unintern(struct xp_strings *t, uint32_t idx);
 const char *xp_string(const struct xp_strings *t, uint32_t idx);
 void xp_strings_free(struct xp_strings *t);
 

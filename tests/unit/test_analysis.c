@@ -3,12 +3,14 @@
  * watermark, idle and closed producers, late events), the matcher (disk
  * operations before their call, grace expiry, collective groups,
  * completions, POSIX calls keeping a window open, the call -> disk
- * operation pairs of the SLOG-2 arrows) and the statistics, and a stream of a million
- * events whose in-flight set stays small. */
+ * operation pairs of the SLOG-2 arrows) and the statistics, a stream of a million
+ * events whose in-flight set stays small, and the live reader forgetting
+ * processes (interned strings removed, slots reused, no false loss). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +18,7 @@
 
 #include "analysis.h"
 #include "iot_functions.h"
+#include "wire.h"
 
 #define T0 1700000000000000000ll
 #define US 1000ll
@@ -201,6 +204,35 @@ static void test_merge_closed_idle_late(void **state)
     assert_int_equal(s.t[4], T0 + 50);
     assert_int_equal(m.late, 1);
     assert_int_equal(m.max_late_ns, 7000 - 50);
+    iot_merge_free(&m);
+}
+
+/* A producer whose slot goes to another must hold nothing first. */
+static void test_merge_forget_producer(void **state)
+{
+    (void)state;
+    struct iot_merge m;
+    struct iot_merge_config cfg = {.lateness_ns = 0, .idle_ns = SEC};
+    iot_merge_init(&m, &cfg);
+    struct seen s = {0};
+    push_at(&m, 0, T0 + 100);
+    push_at(&m, 1, T0 + 5000);
+    assert_int_equal(iot_merge_forget_producer(&m, 0), -1); /* pushed since the last advance */
+    assert_int_equal(iot_merge_advance(&m, T0 + 100 * US, record, &s), 0);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(iot_merge_forget_producer(&m, 1), -1); /* holds its event at 5000 */
+    /* Producer 0 holds nothing but still bounds the watermark at 100;
+     * forgotten, it no longer does. */
+    assert_int_equal(iot_merge_forget_producer(&m, 0), 0);
+    assert_int_equal(iot_merge_advance(&m, T0 + 100 * US, record, &s), 0);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(iot_merge_forget_producer(&m, 1), 0);
+    assert_int_equal(iot_merge_last_arrival(&m, 1), INT64_MIN);
+    assert_int_equal(iot_merge_forget_producer(&m, 7), 0); /* never seen */
+    push_at(&m, 0, T0 + 9000); /* its slot, another producer */
+    assert_int_equal(iot_merge_advance(&m, T0 + 200 * US, record, &s), 0);
+    assert_int_equal(s.n, 3);
+    assert_int_equal(m.late, 0);
     iot_merge_free(&m);
 }
 
@@ -725,6 +757,150 @@ static void test_bounded_memory(void **state)
     iot_an_free(&an);
 }
 
+/* ---- forgetting processes (events.c) ------------------------------------ */
+
+/* Removing strings from a table without tombstones: whatever else is in
+ * it, over wrap-arounds and clusters, stays found under its index. */
+static void test_unintern(void **state)
+{
+    (void)state;
+    struct xp_strings t = {0};
+    enum { N = 6000 };
+    char buf[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(buf, sizeof buf, "producer-%d", i);
+        assert_int_equal(xp_intern(&t, buf), i);
+    }
+    for (int i = 0; i < N; i++)
+        if (next_rand() % 3 == 0)
+            xp_unintern(&t, (uint32_t)i);
+    xp_unintern(&t, N + 5); /* out of range: nothing */
+    size_t next = N;
+    for (int i = 0; i < N; i++) {
+        snprintf(buf, sizeof buf, "producer-%d", i);
+        if (xp_string(&t, (uint32_t)i)[0]) {
+            assert_string_equal(xp_string(&t, (uint32_t)i), buf);
+            assert_int_equal(xp_intern(&t, buf), i);
+        } else {
+            assert_int_equal(xp_intern(&t, buf), next++); /* found no more: a new index */
+        }
+    }
+    assert_true(next > N + N / 4);
+    xp_strings_free(&t);
+}
+
+static char buf_job[32];
+
+struct fed {
+    uint64_t events, drops, dropped;
+};
+
+static int count_fed(void *ctx, const struct xp_data *d, const struct xp_event *ev, char *err,
+                     size_t errlen)
+{
+    (void)d, (void)err, (void)errlen;
+    struct fed *f = ctx;
+    f->events++;
+    if (ev->kind == XP_DROP) {
+        f->drops++;
+        f->dropped += ev->bytes;
+    }
+    return 0;
+}
+
+/* Batch `seq` of process `pid` (two MPI-IO events, a file name), made
+ * through (seq + 1) * 2 events. */
+static void feed_batch(struct xp_data *d, struct fed *f, uint32_t pid, uint64_t seq)
+{
+    uint32_t func[] = {IOT_F_MPIIO_MPI_File_write_at, IOT_F_MPIIO_MPI_File_write_at};
+    uint32_t tid[] = {pid, pid};
+    uint64_t callid[] = {seq * 2 + 1, seq * 2 + 2}, file[] = {0xF11E, 0xF11E};
+    uint64_t bytes[] = {8, 8}, dur[] = {100, 100}, zero[] = {0, 0};
+    int64_t off[] = {0, 8}, t[] = {T0 + (int64_t)seq * MS, T0 + (int64_t)seq * MS + 500};
+    int32_t ret[] = {0, 0};
+    Iotrace__MpiioEvents m = IOTRACE__MPIIO_EVENTS__INIT;
+    m.n_func = m.n_tid = m.n_callid = m.n_file = m.n_offset = m.n_bytes = m.n_xfer = 2;
+    m.n_t_start = m.n_duration = m.n_ret = m.n_coll_seq = 2;
+    m.func = func, m.tid = tid, m.callid = callid, m.file = file, m.offset = off;
+    m.bytes = bytes, m.xfer = bytes, m.t_start = t, m.duration = dur, m.ret = ret;
+    m.coll_seq = zero;
+    char path[64];
+    snprintf(path, sizeof path, "/data/of-%u", pid);
+    Iotrace__FileName fn = IOTRACE__FILE_NAME__INIT;
+    fn.id = 0xF11E;
+    fn.path = path;
+    Iotrace__FileName *files[] = {&fn};
+    iot_body body = IOTRACE__BODY__INIT;
+    body.n_files = 1, body.files = files, body.mpiio = &m;
+    body.made_through = (seq + 1) * 2;
+    iot_producer p = IOTRACE__PRODUCER__INIT;
+    p.node = "n1";
+    p.pid = pid;
+    p.start_time_ns = 1000 + pid;
+    p.kind = IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT;
+    snprintf(buf_job, sizeof buf_job, "job-%u", pid);
+    p.job = buf_job;
+    p.rank = 0;
+    p.server = "";
+    uint8_t *out;
+    size_t len;
+    char err[256];
+    assert_int_equal(iot_wire_encode(&p, 7, seq, &body, &out, &len, err, sizeof err), 0);
+    assert_int_equal(xp_feed_batch(d, out, len, (uint64_t)T0, count_fed, NULL, f, err,
+                                   sizeof err), 0);
+    free(out);
+}
+
+static uint32_t slot_of(const struct xp_data *d, uint32_t pid)
+{
+    for (uint32_t i = 0; i < d->n_producers; i++)
+        if (!d->producers[i].retired && d->producers[i].pid == pid)
+            return i;
+    fail_msg("no producer of pid %u", pid);
+    return UINT32_MAX;
+}
+
+static void test_retire_producers(void **state)
+{
+    (void)state;
+    struct xp_data d;
+    struct fed f = {0};
+    assert_int_equal(xp_data_init(&d), 0);
+    for (uint32_t pid = 1; pid <= 3; pid++)
+        for (uint64_t seq = 0; seq < 2; seq++)
+            feed_batch(&d, &f, pid, seq);
+    assert_int_equal(d.n_producers, 3);
+    uint32_t gone[] = {slot_of(&d, 1), slot_of(&d, 2)}, three = slot_of(&d, 3);
+    assert_int_equal(xp_retire_producers(&d, gone, 2), 0);
+    assert_int_equal(xp_producers_in_use(&d), 1);
+    assert_null(xp_file_path(&d, gone[0], 0xF11E));
+    assert_string_equal(xp_file_path(&d, three, 0xF11E), "/data/of-3");
+
+    feed_batch(&d, &f, 3, 2); /* still found under its slot */
+    assert_int_equal(slot_of(&d, 3), three);
+    feed_batch(&d, &f, 4, 0); /* a new process takes a freed slot */
+    uint32_t four = slot_of(&d, 4);
+    assert_true(four == gone[0] || four == gone[1]);
+    assert_string_equal(xp_file_path(&d, four, 0xF11E), "/data/of-4");
+    assert_int_equal(d.n_producers, 3);
+
+    /* A retired process heard of again: what it made before was read, so
+     * its running total is no loss. */
+    feed_batch(&d, &f, 1, 2);
+    assert_int_equal(d.n_producers, 3);
+    assert_int_equal(xp_producers_in_use(&d), 3);
+    assert_int_equal(f.drops, 0);
+    assert_int_equal(d.lost_events, 0);
+    /* A process never seen whose first batch is its third: two batches
+     * were lost on the way, and that is reported. */
+    feed_batch(&d, &f, 9, 2);
+    assert_int_equal(d.n_producers, 4);
+    assert_int_equal(f.drops, 1);
+    assert_int_equal(f.dropped, 4);
+    assert_int_equal(d.lost_events, 4);
+    xp_data_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -733,6 +909,7 @@ int main(void)
         cmocka_unit_test(test_merge_interleaved),
         cmocka_unit_test(test_merge_closed_idle_late),
         cmocka_unit_test(test_merge_disorder),
+        cmocka_unit_test(test_merge_forget_producer),
         cmocka_unit_test(test_match_call_then_disk),
         cmocka_unit_test(test_match_disk_before_call),
         cmocka_unit_test(test_match_grace_expiry),
@@ -745,6 +922,8 @@ int main(void)
         cmocka_unit_test(test_stats_small_job),
         cmocka_unit_test(test_ops_buckets),
         cmocka_unit_test(test_bounded_memory),
+        cmocka_unit_test(test_unintern),
+        cmocka_unit_test(test_retire_producers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,8 +94,8 @@ static void read_config(struct iot_config *c)
      * agent is stopped then leaves its last batches there for the agent's
      * next start instead of looking for an agent started by hand. */
     if (!c->agent || !*c->agent)
-        c->agent = access(IOT_AGENT_SERVICE_ENDPOINT + 6, F_OK) == 0 ||
-                           access(IOT_AGENT_SERVICE_ENDPOINT IOT_DROPBOX_SUFFIX + 6, F_OK) == 0
+        c->agent = access(&IOT_AGENT_SERVICE_ENDPOINT[6], F_OK) == 0 || /* past "ipc://" */
+                           access(&IOT_AGENT_SERVICE_ENDPOINT IOT_DROPBOX_SUFFIX[6], F_OK) == 0
                        ? IOT_AGENT_SERVICE_ENDPOINT
                        : IOT_AGENT_DEFAULT_ENDPOINT;
     c->dropbox = getenv("IOTRACE_DROPBOX");

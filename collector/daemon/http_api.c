@@ -1,5 +1,6 @@
 #include "http_api.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -308,6 +309,28 @@ static int job_route(const struct http_site *site, const struct target *t, const
     return http_reply_error(r, 404, "no such resource: %.*s", t->raw_len, t->raw_path);
 }
 
+/* ?state=running|finished&limit=N */
+static int jobs_list(const struct http_site *site, const struct target *t, struct http_reply *r)
+{
+    const char *state = arg(t, "state"), *limit = arg(t, "limit");
+    unsigned states = LIVE_ALL;
+    if (state && !strcmp(state, "running"))
+        states = LIVE_RUNNING;
+    else if (state && !strcmp(state, "finished"))
+        states = LIVE_FINISHED;
+    else if (state)
+        return http_reply_error(r, 400, "state is running or finished");
+    unsigned long long n = 0;
+    if (limit) {
+        char *end;
+        errno = 0;
+        n = strtoull(limit, &end, 10);
+        if (!isdigit((unsigned char)limit[0]) || *end || errno || n == 0)
+            return http_reply_error(r, 400, "limit is a number of jobs, at least 1");
+    }
+    return reply_json(r, 200, live_jobs_json(site->live, states, 0, (size_t)n));
+}
+
 static int events(const struct http_site *site, const struct target *t, struct http_reply *r)
 {
     const char *job = arg(t, "job");
@@ -326,7 +349,7 @@ static int api(const struct http_site *site, const struct target *t, struct http
     struct live *l = site->live;
     if (t->n_seg == 3) {
         if (is(t, 2, "jobs"))
-            return reply_json(r, 200, live_jobs_json(l, 0));
+            return jobs_list(site, t, r);
         if (is(t, 2, "nodes"))
             return reply_json(r, 200, live_nodes_json(l));
         if (is(t, 2, "status"))
@@ -368,7 +391,7 @@ char *http_events_message(struct live *l, const char *job)
     if (!o)
         return NULL;
     json_object_set_new(o, "status", live_status_json(l));
-    json_t *jobs = live_jobs_json(l, SSE_FINISHED_JOBS);
+    json_t *jobs = live_jobs_json(l, LIVE_ALL, SSE_FINISHED_JOBS, 0);
     json_object_set(o, "jobs", json_object_get(jobs, "jobs"));
     json_decref(jobs);
     json_t *nodes = live_nodes_json(l);

@@ -834,23 +834,30 @@ static int by_recent(const void *a, const void *b)
     return x->last_arrival > y->last_arrival ? -1 : x->last_arrival < y->last_arrival;
 }
 
-json_t *live_jobs_json(struct live *l, size_t finished_limit)
+json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, size_t limit)
 {
     json_t *jobs = json_array();
+    size_t n = 0;
     pthread_mutex_lock(&l->lock);
     struct ljob **done = calloc(l->n_jobs + 1, sizeof *done);
     size_t n_done = 0;
     for (size_t i = 1; i < l->n_jobs; i++) {
         struct ljob *j = l->jobs[i];
-        if (j && j->finished && done)
-            done[n_done++] = j;
-        else if (j)
+        if (!j)
+            continue;
+        if (j->finished) {
+            if (done && (states & LIVE_FINISHED))
+                done[n_done++] = j;
+        } else if ((states & LIVE_RUNNING) && (!limit || n < limit)) {
             json_array_append_new(jobs, job_summary(l, j));
+            n++;
+        }
     }
     /* Finished jobs after the running ones, the latest first. */
     if (done)
         qsort(done, n_done, sizeof *done, by_recent);
-    for (size_t i = 0; i < n_done && (!finished_limit || i < finished_limit); i++)
+    for (size_t i = 0; i < n_done && (!finished_limit || i < finished_limit) && (!limit || n < limit);
+         i++, n++)
         json_array_append_new(jobs, job_summary(l, done[i]));
     free(done);
     pthread_mutex_unlock(&l->lock);

@@ -42,9 +42,11 @@ uint64_t live_wait_update(struct live *l, uint64_t seen, int timeout_ms);
 
 /* JSON documents of the HTTP API (docs/http-api.md); NULL when out of
  * memory.  A job that is not known gives *status 404. */
-/* Running jobs, then finished ones, the latest first (at most
- * finished_limit of them; 0: all). */
-json_t *live_jobs_json(struct live *l, size_t finished_limit);
+/* Running jobs, then finished ones, the latest first: those of the states
+ * asked for, at most finished_limit finished ones and limit in all (0: no
+ * limit). */
+enum { LIVE_RUNNING = 1, LIVE_FINISHED = 2, LIVE_ALL = 3 };
+json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, size_t limit);
 json_t *live_nodes_json(struct live *l);
 json_t *live_status_json(struct live *l);
 /* The job's statistics: exactly iotrace-export --stats --format json --job. */

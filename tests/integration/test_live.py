@@ -75,6 +75,10 @@ def watch_running_job(bins, dep, vol, hport, driver):
             fail("the job never appeared in /api/v1/jobs\n" + dep.logs())
         if row["state"] != "running":
             fail(f"the job is {row['state']} between runs (job-idle is 6 s)")
+        listed = {st: [j["job"] for j in get_json(hport, f"/api/v1/jobs?state={st}")["jobs"]]
+                  for st in ("running", "finished")}
+        if JOB not in listed["running"] or JOB in listed["finished"]:
+            fail(f"a running job in the filtered job lists: {listed}")
         row["shown"] = browser_calls(driver, JOB, row["mpiio_calls"])
         seen.append(row)
     calls = [r["mpiio_calls"] for r in seen]
@@ -91,6 +95,11 @@ def wait_finished(hport):
         # Finished, and every node has a clock sample after the job's end:
         # until then a sample still to come may move its aligned times.
         if row and row["state"] == "finished" and row["clock_settled"]:
+            latest = get_json(hport, "/api/v1/jobs?state=finished&limit=1")["jobs"]
+            running = get_json(hport, "/api/v1/jobs?state=running")["jobs"]
+            if [j["job"] for j in latest] != [JOB] or running:
+                fail(f"finished: ?state=finished&limit=1 gives {latest}, "
+                     f"?state=running {running}")
             return row
         time.sleep(0.3)
     fail("the job was not finished with settled clocks 60 s after its last run")

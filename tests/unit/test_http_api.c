@@ -1,7 +1,8 @@
 /* The HTTP API's request parsing and routing (collector/daemon/http_api.c)
  * against the live analysis of tests/fuzz/http-store.iots (jobs jobS, jobT
  * and "odd/job 50%&x"): percent-decoding after the path is split, query
- * arguments, windows far outside int64_t nanoseconds, static files that
+ * arguments, the job list's filters, windows far outside int64_t
+ * nanoseconds, static files that
  * cannot climb out of the web root, the absolute form of a target, and
  * every error status. */
 #include <stdarg.h>
@@ -113,6 +114,45 @@ static void test_timeline_windows(void **state)
     expect_error("/api/v1/jobs/nojob/timeline?from=1", 404, "no job 'nojob'");
 }
 
+static size_t n_jobs(const char *target)
+{
+    json_t *doc = get_json(target, 200, NULL);
+    size_t n = json_array_size(json_object_get(doc, "jobs"));
+    json_decref(doc);
+    return n;
+}
+
+/* The fixture's three jobs are finished. */
+static void test_job_list_filters(void **state)
+{
+    (void)state;
+    assert_int_equal(n_jobs("/api/v1/jobs"), 3);
+    assert_int_equal(n_jobs("/api/v1/jobs?state=finished"), 3);
+    assert_int_equal(n_jobs("/api/v1/jobs?state=running"), 0);
+    assert_int_equal(n_jobs("/api/v1/jobs?limit=2"), 2);
+    assert_int_equal(n_jobs("/api/v1/jobs?state=finished&limit=1"), 1);
+    assert_int_equal(n_jobs("/api/v1/jobs?limit=99"), 3);
+    /* The latest first, whatever the limit. */
+    json_t *all = get_json("/api/v1/jobs", 200, NULL), *one = get_json("/api/v1/jobs?limit=1", 200, NULL);
+    assert_true(json_equal(json_array_get(json_object_get(all, "jobs"), 0),
+                           json_array_get(json_object_get(one, "jobs"), 0)));
+    json_decref(all);
+    json_decref(one);
+    static const char *const bad_state[] = {"?state=", "?state=done", "?state=RUNNING"};
+    for (size_t i = 0; i < sizeof bad_state / sizeof bad_state[0]; i++) {
+        char target[64];
+        snprintf(target, sizeof target, "/api/v1/jobs%s", bad_state[i]);
+        expect_error(target, 400, "state is running or finished");
+    }
+    static const char *const bad_limit[] = {"?limit=", "?limit=0", "?limit=-1", "?limit=+2",
+                                            "?limit=2x", "?limit=99999999999999999999999"};
+    for (size_t i = 0; i < sizeof bad_limit / sizeof bad_limit[0]; i++) {
+        char target[64];
+        snprintf(target, sizeof target, "/api/v1/jobs%s", bad_limit[i]);
+        expect_error(target, 400, "limit is a number of jobs");
+    }
+}
+
 static void test_bad_targets(void **state)
 {
     (void)state;
@@ -206,6 +246,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_job_id_with_slash_space_percent),
         cmocka_unit_test(test_timeline_windows),
+        cmocka_unit_test(test_job_list_filters),
         cmocka_unit_test(test_bad_targets),
         cmocka_unit_test(test_static_files),
         cmocka_unit_test(test_documents),

@@ -118,7 +118,7 @@ struct iot_tls {
 
 struct iot_config {
     int disabled;
-    int trace_posix;
+    int trace_posix; /* enum iot_posix_mode */
     int trace_mpiio;
     int trace_sync; /* IOTRACE_SYNC: record MPI_Barrier too */
     int verbose;
@@ -339,6 +339,9 @@ static inline int iot_recording(void)
 {
     return atomic_load_explicit(&iot_g.active, memory_order_relaxed) && !iot_t.internal;
 }
+
+/* IOTRACE_POSIX: iot_g.posix_on and cfg.trace_posix. */
+enum iot_posix_mode { IOT_POSIX_OFF = 0, IOT_POSIX_ALL = 1, IOT_POSIX_OUTSIDE = 2 };
 
 /* iot_recording() && cfg.trace_posix, with one flag. */
 static inline int iot_posix_recording(void)

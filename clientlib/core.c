@@ -85,7 +85,10 @@ static void read_config(struct iot_config *c)
 {
     c->verbose = env_flag("IOTRACE_VERBOSE", 0);
     c->disabled = env_flag("IOTRACE_DISABLE", 0);
-    c->trace_posix = env_flag("IOTRACE_POSIX", 1);
+    const char *posix = getenv("IOTRACE_POSIX");
+    c->trace_posix = posix && strcmp(posix, "outside") == 0 ? IOT_POSIX_OUTSIDE
+                     : env_flag("IOTRACE_POSIX", 1)             ? IOT_POSIX_ALL
+                                                                : IOT_POSIX_OFF;
     c->trace_mpiio = env_flag("IOTRACE_MPIIO", 1);
     c->trace_sync = env_flag("IOTRACE_SYNC", 0);
     c->agent = getenv("IOTRACE_AGENT");

@@ -31,6 +31,12 @@ static inline void posix_record(unsigned func, uint64_t file, int64_t off, uint6
      * such a call waits for it (mpiio.c, begin_scope). */
     if (IOT_UNLIKELY(iot_t.mpi_offset < 0) && file == iot_t.mpi_file && off >= 0 && bytes)
         iot_t.mpi_offset = off;
+    /* IOTRACE_POSIX=outside: a call made for an MPI-IO call (it has its
+     * CallID, on the call's thread or on an aio worker) is followed as
+     * before, file names and offsets included, but not recorded. */
+    if (IOT_UNLIKELY(iot_t.callid) &&
+        atomic_load_explicit(&iot_g.posix_on, memory_order_relaxed) == IOT_POSIX_OUTSIDE)
+        return;
     struct iot_wr w;
     struct iot_rec *r = iot_rec_begin(&w, 1);
     if (!r)

@@ -19,6 +19,7 @@ serving, the program's results are unchanged). On each volume the
 SLOG-2 export (slog2_export.py) must hold a state per event and an arrow per
 call -> disk operation pair of the JSON Lines."""
 import collections
+import json
 import os
 import subprocess
 import sys
@@ -289,6 +290,33 @@ def check_users(bins, dep, vol):
     print("ok: nobody's replaced registry found again: requests tagged")
 
 
+def job_stats(dep, job):
+    out = subprocess.run([dep.bins["export"], "--store", dep.store, "--job", job, "--stats",
+                          "--format", "json"], check=True, capture_output=True).stdout
+    return json.loads(out)["jobs"][0]
+
+
+def check_posix_outside(bins, dep, vol, job):
+    """IOTRACE_POSIX=outside leaves out the POSIX calls ROMIO makes for an
+    MPI-IO call, not the tags of the disk operations it causes: they still
+    name their calls, and pair with them as in the full trace."""
+    job_o = job.replace("gluster-", "gluster-outside-", 1)
+    data = os.path.join(vol.mnt, "data-outside.bin")
+    run_mix(bins, dep, data, job_o, {"IOTRACE_POSIX": "outside"})
+    events = settled(dep, job_o, 1)
+    nested = [e for e in events if e["kind"] == "posix" and e["job"] == job_o and e["callid"]]
+    if nested:
+        fail(f"IOTRACE_POSIX=outside: {len(nested)} POSIX calls made for MPI-IO calls recorded")
+    check_volume("distribute", events, job_o, data)
+    full, outside = job_stats(dep, job), job_stats(dep, job_o)
+    keys = ("unmatched_calls", "unmatched_disk_ops")
+    if [full[k] for k in keys] != [outside[k] for k in keys]:
+        fail(f"IOTRACE_POSIX=outside pairs calls and disk operations differently: "
+             f"{[full[k] for k in keys]} in the full trace, {[outside[k] for k in keys]} here")
+    print(f"ok: IOTRACE_POSIX=outside: no POSIX call made for an MPI-IO call recorded, "
+          f"unmatched calls / disk operations {[outside[k] for k in keys]} as in the full trace")
+
+
 def start_deployment(argv, *needed):
     """The programs and a running collector and agent, with a registry name of
     the test's own, for a test on volumes; exit 77 without root or FUSE."""
@@ -322,6 +350,7 @@ def main():
                     slog2_export.check_options(bins["export"], dep.store, job, dep.tmp, whole)
                     check_untagged_writer(dep, vol)
                     check_users(bins, dep, vol)
+                    check_posix_outside(bins, dep, vol, job)
             finally:
                 vol.stop()
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """End to end: collector + agent on loopback, tests/mpi/mpiio_mix under
 `mpiexec -n 4` with libiotrace-client preloaded; the --jsonl export must
-show exactly the calls the program made."""
+show exactly the calls the program made.  Then again with
+IOTRACE_POSIX=outside: the same MPI-IO calls (shared file pointer offsets
+included), none of the POSIX calls made for them, and the program's own
+POSIX calls outside MPI-IO still recorded."""
 import collections
 import os
 import sys
@@ -237,6 +240,33 @@ def check_posix(events, mpi, data_file):
     return len(transfers)
 
 
+def check_posix_outside(bins, dep, data_file, all_events):
+    job = f"itest-outside-{os.getpid()}"
+    res = mpirun(bins, NPROCS, [bins["app"], data_file, str(B)],
+                 env={"IOTRACE_AGENT": dep.endpoint, "IOTRACE_JOB_ID": job,
+                      "IOTRACE_POSIX": "outside"})
+    if res.returncode != 0:
+        fail(f"mpiexec with IOTRACE_POSIX=outside failed ({res.returncode}): {res.stderr}")
+    want = sum(PER_RANK.values()) * NPROCS
+    events = dep.wait_for(lambda ev: sum(e["kind"] == "mpiio" for e in ev) >= want, job=job)
+    mpi = check_mpiio(events, data_file)
+    nested = [e for e in events if e["kind"] == "posix" and e["callid"]]
+    if nested:
+        fail(f"IOTRACE_POSIX=outside recorded {len(nested)} POSIX calls made for MPI-IO calls, "
+             f"e.g. {nested[0]}")
+    own = [e for e in events if e["kind"] == "posix" and e["file"] == data_file]
+    # Rank 0's digest: stdio reads through glibc's internal read(), so
+    # its fopen and fclose are what is seen of it, in either mode.
+    if sorted(e["func"] for e in own if e["func"] in ("fopen", "fopen64", "fclose")) != \
+            sorted(("fopen" if any(e["func"] == "fopen" for e in own) else "fopen64", "fclose")):
+        fail(f"IOTRACE_POSIX=outside lost rank 0's own fopen and fclose of the file: {own}")
+    drops = [e for e in events if e["kind"] == "drop"]
+    if drops:
+        fail(f"events were dropped: {drops}")
+    print(f"ok, IOTRACE_POSIX=outside: {len(mpi)} MPI-IO events, {len(own)} POSIX calls of the "
+          f"program's own on the data file, {len(events)} events in all (against {all_events})")
+
+
 def main():
     bins = parse_bins(sys.argv[1:])
     dep = Deployment(bins).start()
@@ -260,6 +290,7 @@ def main():
             fail("events without the job id")
         print(f"ok: {len(mpi)} MPI-IO events, {n_posix} POSIX transfers on the data file, "
               f"{len(events)} events in all")
+        check_posix_outside(bins, dep, data_file, len(events))
     finally:
         dep.stop()
 

@@ -23,20 +23,34 @@ int __open64_2(const char *path, int flags);
 
 static inline int posix_tracing(void) { return iot_posix_recording(); }
 
-static inline void posix_record(unsigned func, uint64_t file, int64_t off, uint64_t bytes,
-                                uint64_t t0, uint64_t t1, int64_t ret)
+/* What posix_tracing() tests, as the enum iot_posix_mode (0: not tracing). */
+static inline int posix_mode(void)
 {
-    /* A shared-file-pointer MPI-IO call learns where it landed from its
-     * first transfer on its own file; mpi_offset is negative only while
-     * such a call waits for it (mpiio.c, begin_scope). */
+    return iot_t.internal ? IOT_POSIX_OFF
+                          : atomic_load_explicit(&iot_g.posix_on, memory_order_relaxed);
+}
+
+/* A shared-file-pointer MPI-IO call learns where it landed from its
+ * first transfer on its own file; mpi_offset is negative only while such a
+ * call waits for it (mpiio.c, begin_scope). */
+static inline void follow_mpi_offset(uint64_t file, int64_t off, uint64_t bytes)
+{
     if (IOT_UNLIKELY(iot_t.mpi_offset < 0) && file == iot_t.mpi_file && off >= 0 && bytes)
         iot_t.mpi_offset = off;
-    /* IOTRACE_POSIX=outside: a call made for an MPI-IO call (it has its
-     * CallID, on the call's thread or on an aio worker) is followed as
-     * before, file names and offsets included, but not recorded. */
-    if (IOT_UNLIKELY(iot_t.callid) &&
-        atomic_load_explicit(&iot_g.posix_on, memory_order_relaxed) == IOT_POSIX_OUTSIDE)
-        return;
+}
+
+/* IOTRACE_POSIX=outside: a call made for an MPI-IO call (it has its
+ * CallID, on the call's thread or on an aio worker) is followed as before,
+ * file names, positions and offsets included, but not recorded. */
+static inline int made_for_mpiio_unrecorded(void)
+{
+    return IOT_UNLIKELY(iot_t.callid) &&
+           atomic_load_explicit(&iot_g.posix_on, memory_order_relaxed) == IOT_POSIX_OUTSIDE;
+}
+
+static inline void put_record(unsigned func, uint64_t file, int64_t off, uint64_t bytes,
+                              uint64_t t0, uint64_t t1, int64_t ret)
+{
     struct iot_wr w;
     struct iot_rec *r = iot_rec_begin(&w, 1);
     if (!r)
@@ -51,6 +65,14 @@ static inline void posix_record(unsigned func, uint64_t file, int64_t off, uint6
     r->func = (uint16_t)func;
     r->kind = IOT_REC_POSIX;
     iot_rec_end(&w, 1);
+}
+
+static inline void posix_record(unsigned func, uint64_t file, int64_t off, uint64_t bytes,
+                                uint64_t t0, uint64_t t1, int64_t ret)
+{
+    follow_mpi_offset(file, off, bytes);
+    if (!made_for_mpiio_unrecorded())
+        put_record(func, file, off, bytes, t0, t1, ret);
 }
 
 static uint64_t iov_bytes(const struct iovec *iov, int n)
@@ -223,16 +245,27 @@ int close(int fd)
     {                                                                               \
         IOT_NEXT(name, (ret_t)-1);                                                  \
         uint64_t file = iot_fd_file(fd);                                            \
-        if (IOT_LIKELY(!file) || !posix_tracing())                                  \
+        int mode;                                                                   \
+        if (IOT_LIKELY(!file) || !(mode = posix_mode()))                            \
             return next_##name args;                                                \
         int64_t off = (off_expr);                                                   \
+        if (IOT_UNLIKELY(mode == IOT_POSIX_OUTSIDE) && iot_t.callid) {              \
+            /* made_for_mpiio_unrecorded(), with no clock reading */               \
+            follow_mpi_offset(file, off, (bytes_expr));                             \
+            ret_t ret = next_##name args;                                           \
+            if ((moves) && ret > 0 && off >= 0)                                     \
+                iot_fd_set_pos(fd, off + (int64_t)ret);                             \
+            return ret;                                                             \
+        }                                                                           \
         uint64_t t0 = iot_clock_raw();                                              \
         ret_t ret = next_##name args;                                               \
         uint64_t t1 = iot_clock_raw();                                              \
         int64_t res = IOT_UNLIKELY(ret < 0) ? -(int64_t)errno : (int64_t)ret;       \
         if ((moves) && ret > 0 && off >= 0)                                         \
             iot_fd_set_pos(fd, off + (int64_t)ret);                                 \
-        posix_record(id, file, off, (bytes_expr), t0, t1, res);                     \
+        uint64_t bytes = (bytes_expr);                                              \
+        follow_mpi_offset(file, off, bytes);                                        \
+        put_record(id, file, off, bytes, t0, t1, res);                              \
         return ret;                                                                 \
     }
 

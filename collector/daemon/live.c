@@ -485,7 +485,8 @@ static void finish_jobs(struct live *l)
 /* Processes the live view will not need again leave memory too (their
  * names, files and slots in the reader, the merge and the pipeline): those
  * of jobs that left it, and those without a job whose last batch came
- * keep_ns ago, once the merge holds nothing of them.  So the collector's
+ * job_idle_ns + keep_ns ago (when a job of theirs would have left), once
+ * the merge holds nothing of them.  So the collector's
  * memory follows the processes running, not every one it ever saw.
  * Called locked. */
 static size_t retire_producers(struct live *l)
@@ -497,7 +498,7 @@ static size_t retire_producers(struct live *l)
         if (p->retired || p->kind != IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT)
             continue;
         if (p->job ? p->job >= l->n_jobs || !l->jobs[p->job] || !l->jobs[p->job]->forgotten
-                   : now - (int64_t)p->last_recv_ns < l->cfg.keep_ns)
+                   : now - (int64_t)p->last_recv_ns < l->cfg.job_idle_ns + l->cfg.keep_ns)
             continue;
         if (n == l->cap_retiring &&
             iot_grow((void **)&l->retiring, &l->cap_retiring, n + 1, sizeof *l->retiring, 64) < 0)

@@ -829,10 +829,46 @@ static json_t *job_summary(struct live *l, const struct ljob *j)
     return o;
 }
 
+/* Latest first; ties by job id, so that every request gives the same order. */
+static int more_recent(const struct ljob *x, const struct ljob *y)
+{
+    return x->last_arrival != y->last_arrival ? x->last_arrival > y->last_arrival
+                                              : x->job < y->job;
+}
+
 static int by_recent(const void *a, const void *b)
 {
     const struct ljob *x = *(const struct ljob *const *)a, *y = *(const struct ljob *const *)b;
-    return x->last_arrival > y->last_arrival ? -1 : x->last_arrival < y->last_arrival;
+    return more_recent(x, y) ? -1 : more_recent(y, x);
+}
+
+/* Keeps the k latest of the jobs offered in h[0..*n), a heap whose root is
+ * the least recent kept: a collector of months knows many thousands of
+ * finished jobs, and the dashboard's event stream asks for 50 of them every
+ * second, so they are not all sorted each time. */
+static void keep_latest(struct ljob **h, size_t *n, size_t k, struct ljob *j)
+{
+    size_t i;
+    if (*n < k) {
+        for (i = (*n)++; i > 0 && more_recent(h[(i - 1) / 2], j); i = (i - 1) / 2)
+            h[i] = h[(i - 1) / 2];
+        h[i] = j;
+        return;
+    }
+    if (!more_recent(j, h[0]))
+        return;
+    for (i = 0;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && more_recent(h[c], h[c + 1]))
+            c++;
+        if (!more_recent(j, h[c]))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = j;
 }
 
 json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, size_t limit)
@@ -840,25 +876,23 @@ json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, s
     json_t *jobs = json_array();
     size_t n = 0;
     pthread_mutex_lock(&l->lock);
-    struct ljob **done = calloc(l->n_jobs + 1, sizeof *done);
-    size_t n_done = 0;
-    for (size_t i = 1; i < l->n_jobs; i++) {
-        struct ljob *j = l->jobs[i];
-        if (!j)
-            continue;
-        if (j->finished) {
-            if (done && (states & LIVE_FINISHED))
-                done[n_done++] = j;
-        } else if ((states & LIVE_RUNNING) && (!limit || n < limit)) {
-            json_array_append_new(jobs, job_summary(l, j));
+    for (size_t i = 1; i < l->n_jobs && (states & LIVE_RUNNING) && (!limit || n < limit); i++)
+        if (l->jobs[i] && !l->jobs[i]->finished) {
+            json_array_append_new(jobs, job_summary(l, l->jobs[i]));
             n++;
         }
-    }
     /* Finished jobs after the running ones, the latest first. */
-    if (done)
+    size_t k = limit ? limit - n : l->n_jobs;
+    if (finished_limit && finished_limit < k)
+        k = finished_limit;
+    struct ljob **done = (states & LIVE_FINISHED) && k ? calloc(k, sizeof *done) : NULL;
+    size_t n_done = 0;
+    for (size_t i = 1; done && i < l->n_jobs; i++)
+        if (l->jobs[i] && l->jobs[i]->finished)
+            keep_latest(done, &n_done, k, l->jobs[i]);
+    if (n_done)
         qsort(done, n_done, sizeof *done, by_recent);
-    for (size_t i = 0; i < n_done && (!finished_limit || i < finished_limit) && (!limit || n < limit);
-         i++, n++)
+    for (size_t i = 0; i < n_done; i++)
         json_array_append_new(jobs, job_summary(l, done[i]));
     free(done);
     pthread_mutex_unlock(&l->lock);

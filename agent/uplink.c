@@ -138,15 +138,22 @@ static void send_hello(struct uplink *ul)
 {
     uint8_t session[8];
     iot_put_u64(session, ul->session);
-    if (zmq_send(ul->sock, IOT_LINK_PROTO, strlen(IOT_LINK_PROTO), ZMQ_SNDMORE) < 0 ||
-        zmq_send(ul->sock, IOT_LINK_HELLO, strlen(IOT_LINK_HELLO), ZMQ_SNDMORE) < 0 ||
-        zmq_send(ul->sock, ul->node, strlen(ul->node), ZMQ_SNDMORE) < 0 ||
-        zmq_send(ul->sock, session, sizeof session, 0) < 0) {
-        iot_warn("cannot send HELLO: %s", zmq_strerror(zmq_errno()));
-        return;
-    }
+    /* Without a WELCOME in time the session starts again (uplink_tick),
+     * also when the HELLO could not be sent. */
     ul->state = UPLINK_WAIT_WELCOME;
     ul->quiet_since = iot_mono_ns();
+    /* Not waiting: when the handshake fails right after the connection (a
+     * collector that requires CURVE), the socket has no peer by the time
+     * this runs, and a blocking send would hold the agent, signals and
+     * producers included, until a later connection that may never come. */
+    if (zmq_send(ul->sock, IOT_LINK_PROTO, strlen(IOT_LINK_PROTO), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        iot_debug("HELLO to collector %s not sent: %s", ul->endpoint, zmq_strerror(zmq_errno()));
+        return;
+    }
+    if (zmq_send(ul->sock, IOT_LINK_HELLO, strlen(IOT_LINK_HELLO), ZMQ_SNDMORE) < 0 ||
+        zmq_send(ul->sock, ul->node, strlen(ul->node), ZMQ_SNDMORE) < 0 ||
+        zmq_send(ul->sock, session, sizeof session, 0) < 0)
+        iot_warn("cannot send HELLO: %s", zmq_strerror(zmq_errno()));
 }
 
 static void on_monitor_event(struct uplink *ul)

@@ -114,7 +114,8 @@ def main():
         status = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{http}/api/v1/status", timeout=10).read())
         check(status.get("auth_refused", 0) >= 2, f"status: {status.get('auth_refused')}")
         check("refused this agent's CURVE key" in text("bad"), "bad agent does not say why:\n" + text("bad"))
-        check("handshake with collector" in text("plain"), "plain agent does not say:\n" + text("plain"))
+        check(wait(lambda: "handshake with collector" in text("plain"), 10),
+              "plain agent does not say:\n" + text("plain"))
         check("is not in --curve-clients" in open(os.path.join(tmp, "collector.log"), errors="replace").read(),
               "collector does not log the refused key")
         # Listing the key admits the agent at its next attempt; it kept its batches.
@@ -123,6 +124,27 @@ def main():
               f"bad agent after its key was listed: {stored_jobs(store)}")
         print(f"ok: listed agent stored 2000 events; unlisted and plain agents refused "
               f"({refused[0]:.0f} handshakes counted), the first stored its 500 once listed")
+
+        # Agents without CURVE, refused at every attempt, stop when told: an
+        # agent used to block in its HELLO when the handshake had already
+        # failed (the socket had no peer left), deaf to SIGTERM, in about
+        # one attempt in 25.
+        plains = [subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen",
+                                    "ipc://" + os.path.join(tmp, f"p{i}.sock"), "--node", f"p{i}",
+                                    "--state-dir", "none"], stderr=subprocess.DEVNULL)
+                  for i in range(20)]
+        time.sleep(8)
+        for p in plains:
+            p.terminate()
+        deadline = time.time() + 10
+        while time.time() < deadline and any(p.poll() is None for p in plains):
+            time.sleep(0.1)
+        stuck = [p.pid for p in plains if p.poll() is None]
+        for p in plains:
+            p.kill()
+            p.wait()
+        check(not stuck, f"{len(stuck)} of 20 refused agents did not stop within 10 s of SIGTERM")
+        print("ok: 20 agents refused for 8 s all stopped on SIGTERM")
     finally:
         for p in agents + [coll]:
             p.terminate()

@@ -5,7 +5,7 @@ PACKAGES="build-essential cmake pkg-config python3 mpich libmpich-dev libzmq3-de
 libprotobuf-c-dev protobuf-c-compiler liblz4-dev zlib1g-dev libjansson-dev libcmocka-dev
 glusterfs-server glusterfs-client libglusterfs-dev liburcu-dev fuse3 faketime libfaketime
 libmicrohttpd-dev libcrypt-dev libjs-chart.js chromium chromium-driver python3-selenium python3-jsonschema prometheus curl openssl
-clang libclang-rt-14-dev systemd groff-base dpkg-dev
+clang libclang-rt-14-dev systemd groff-base dpkg-dev gcovr
 systemd-container debootstrap python3-pandas python3-jsonschema"
 missing=""
 for p in $PACKAGES; do

@@ -2,8 +2,8 @@
 """A job that left the collector's memory (--keep) stays out of it.
 
 The merge of the live analysis holds events behind its watermark, which a
-producer that went silent holds back until it counts as idle (10 s of
-arrival time).  So a job can finish (--job-idle), have its final figures
+producer that went silent holds back until it counts as idle
+(--producer-idle, here 10 s of arrival time).  So a job can finish (--job-idle), have its final figures
 computed from the store and leave memory (--keep) before the merge hands
 over its last events.  Those events must not give the forgotten job a live
 view (timeline and series, about 1.1 MiB) or statistics again, which
@@ -61,6 +61,7 @@ def main():
     c = subprocess.Popen([COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store",
                           os.path.join(tmp, "store"), "--http", f"127.0.0.1:{hport}",
                           "--job-idle", "200", "--keep", "1", "--lateness", "500",
+                          "--producer-idle", "10000",
                           "--analysis-yield", "0"], stderr=log)
     a = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen", sock,
                           "--node", "n1", "--state-dir", "none"], stderr=log)

@@ -55,6 +55,7 @@ static long opt_http_clients = 64;
 static long opt_lateness_ms = 2000;
 static long opt_grace_ms = 2000;
 static long opt_job_idle_ms = 10000;
+static long opt_producer_idle_ms = 2000;
 static long opt_analysis_nice = 10;
 static long opt_analysis_yield_s = 60;
 static long opt_keep_s = 3600;
@@ -106,6 +107,11 @@ static const struct iot_opt options[] = {
      "while less than half a core is idle, the live analysis waits for one, at most SEC "
      "seconds at a time, and then reads what was stored meanwhile (default 60; 0 never "
      "waits)"},
+    {"producer-idle", 0, IOT_OPT_INT, &opt_producer_idle_ms, "MS",
+     "live analysis: a process or storage server that sent nothing for this long no longer "
+     "holds the running jobs' figures back, which then catch up while they are quiet "
+     "(default 2000, 100 to 3600000; a finished job's figures, like iotrace-export's, use "
+     "10000)"},
     {"job-idle", 0, IOT_OPT_INT, &opt_job_idle_ms, "MS",
      "a job without a new batch for this long is finished (default 10000)"},
     {"curve-key", 0, IOT_OPT_STRING, &opt_curve_key, "FILE",
@@ -1075,6 +1081,7 @@ static int start_live(struct collector *c)
                              .lateness_ns = (int64_t)opt_lateness_ms * 1000000,
                              .grace_ns = (int64_t)opt_grace_ms * 1000000,
                              .job_idle_ns = (int64_t)opt_job_idle_ms * 1000000,
+                             .producer_idle_ns = (int64_t)opt_producer_idle_ms * 1000000,
                              .keep_ns = (int64_t)opt_keep_s * 1000000000,
                              .nice = (int)opt_analysis_nice,
                              .yield_ns = opt_analysis_yield_s * 1000000000ll};
@@ -1207,6 +1214,8 @@ static void check_options(int argc, char **argv, int first)
         usage_error("%s--analysis-nice must be between 0 and 19", "");
     if (opt_analysis_yield_s < 0 || opt_analysis_yield_s > 86400)
         usage_error("%s--analysis-yield must be between 0 and 86400 seconds", "");
+    if (opt_producer_idle_ms < 100 || opt_producer_idle_ms > 3600000)
+        usage_error("%s--producer-idle must be between 100 and 3600000 ms", "");
     if (opt_job_idle_ms < 100)
         usage_error("%s--job-idle must be at least 100 ms", "");
     if (opt_keep_s < 0)

@@ -724,7 +724,7 @@ struct live *live_start(const struct live_config *cfg, struct ingest_view *inges
     pthread_cond_init(&l->updated, NULL);
     iot_idlecores_init(&l->cores);
     struct iot_pipe_config pc = {.lateness_ns = cfg->lateness_ns, .grace_ns = cfg->grace_ns,
-                                 .idle_ns = IOT_AN_DEFAULT_IDLE_NS, .job = UINT32_MAX,
+                                 .idle_ns = cfg->producer_idle_ns, .job = UINT32_MAX,
                                  .ordered = on_ordered, .pairs = on_pair, .ctx = l};
     if (iot_pipe_init(&l->pipe, &pc) < 0) {
         xp_data_free(&l->d);

@@ -24,6 +24,11 @@ struct live_config {
     const char *store;
     int64_t lateness_ns, grace_ns;
     int64_t job_idle_ns; /* silence after which a job is finished */
+    /* Silence after which a producer no longer holds the merge's watermark
+     * back in the running figures.  Shorter than the store readers' (final
+     * figures, iotrace-export): there a quiet producer only delays a
+     * result, here it freezes what the dashboard shows of a quiet job. */
+    int64_t producer_idle_ns;
     int64_t keep_ns;     /* how long a finished job's figures stay in memory */
     int nice;            /* the analysis thread's niceness, above ingest's */
     int64_t yield_ns;    /* while no core is spare, wait this long at most; 0: never */

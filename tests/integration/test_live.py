@@ -3,7 +3,8 @@
 real agent, watched over the collector's HTTP server while it runs.
 
 - the job appears in /api/v1/jobs as running and its counts grow while
-  mpiexec runs (three runs of mpiio_mix under one job id);
+  mpiexec runs (three runs of mpiio_mix under one job id), and so do the
+  live statistics of /api/v1/jobs/JOB/stats;
 - once finished, /api/v1/jobs/JOB/stats is byte for byte the output of
   `iotrace-export --stats --format json --job JOB` over the same store;
 - a real Prometheus (Debian's) scrapes /metrics, and a query to its HTTP API
@@ -74,18 +75,58 @@ def watch_running_job(bins, dep, vol, hport, driver):
         if not row:
             fail("the job never appeared in /api/v1/jobs\n" + dep.logs())
         if row["state"] != "running":
-            fail(f"the job is {row['state']} between runs (job-idle is 6 s)")
+            fail(f"the job is {row['state']} between runs (job-idle is 9 s)")
         listed = {st: [j["job"] for j in get_json(hport, f"/api/v1/jobs?state={st}")["jobs"]]
                   for st in ("running", "finished")}
         if JOB not in listed["running"] or JOB in listed["finished"]:
             fail(f"a running job in the filtered job lists: {listed}")
         row["shown"] = browser_calls(driver, JOB, row["mpiio_calls"])
+        row["stats_calls"] = running_stats_calls(hport)
         seen.append(row)
     calls = [r["mpiio_calls"] for r in seen]
     shown = [r["shown"] for r in seen]
     if not (calls[0] < calls[1] < calls[2]) or not (shown[0] < shown[1] < shown[2]):
         fail(f"MPI-IO call counts did not grow while the job ran: API {calls}, dashboard {shown}")
-    print(f"while running: mpiio_calls {calls} (dashboard {shown}), events {[r['events'] for r in seen]}")
+    # The statistics count what the merge has released, --lateness behind the
+    # newest event, and a call once --grace has passed after it; when the
+    # job falls quiet, its processes and servers stop holding them back after
+    # --producer-idle (2 s), and every call is in them before --job-idle.
+    in_stats = [r["stats_calls"] for r in seen]
+    deadline = time.time() + 20
+    while True:
+        row = job_row(hport, JOB)
+        n = running_stats_calls(hport)
+        if row["state"] != "running" or time.time() > deadline:
+            fail(f"the quiet job's /stats never had all its {row['mpiio_calls']} MPI-IO calls "
+                 f"while it was running (after each run: {in_stats}); it is {row['state']}")
+        if n == row["mpiio_calls"]:
+            break
+        time.sleep(0.2)
+    quiet_s = time.time() - row["last_s"]
+    in_stats.append(n)
+    if in_stats != sorted(in_stats):
+        fail(f"the running job's /stats went back: MPI-IO calls in them {in_stats}")
+    print(f"while running: mpiio_calls {calls} (dashboard {shown}), events "
+          f"{[r['events'] for r in seen]}; /stats {in_stats}, all {n} calls "
+          f"{quiet_s:.1f} s after the last batch")
+
+
+def running_stats_calls(hport):
+    """/api/v1/jobs/JOB/stats of a running job: the live statistics, in the
+    shape of iotrace-export --stats --format json, of no more calls than the
+    job list counts."""
+    st = get_json(hport, f"/api/v1/jobs/{JOB}/stats")
+    jobs = st.get("jobs", [])
+    if len(jobs) != 1 or jobs[0].get("job") != JOB or "functions" not in jobs[0]:
+        fail(f"the running job's /stats: {json.dumps(st)[:400]}")
+    # As the job list counts them: completion records are not calls.
+    n = sum(f["count"] for name, f in jobs[0]["functions"].items()
+            if name.startswith("MPI_") and not name.startswith(("MPI_Wait", "MPI_Test"))
+            and not name.endswith("_end"))
+    listed = job_row(hport, JOB)["mpiio_calls"]  # read after: it can only have grown
+    if n > listed:
+        fail(f"the running job's /stats count {n} MPI-IO calls, the job list {listed}")
+    return n
 
 
 def wait_finished(hport):
@@ -288,7 +329,7 @@ def main():
     hport = free_port()
     vol = None
     try:
-        dep.start_collector("--http", f"127.0.0.1:{hport}", "--job-idle", "6000")
+        dep.start_collector("--http", f"127.0.0.1:{hport}", "--job-idle", "9000")
         dep.start_agent()
         vol = Volume(bins, dep, "distribute", 2)
         driver = start_browser(dep, hport)

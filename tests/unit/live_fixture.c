@@ -51,7 +51,8 @@ struct live *live_fixture_start(const char *segment_file, size_t jobs)
     ingest_view_init(&view);
     copy_segment(segment_file);
     struct live_config cfg = {.store = dir, .lateness_ns = 2000000000, .grace_ns = 2000000000,
-                              .job_idle_ns = 100000000, .keep_ns = INT64_MAX / 2};
+                              .job_idle_ns = 100000000, .keep_ns = INT64_MAX / 2,
+                              .producer_idle_ns = 2000000000};
     char err[512];
     struct live *l = live_start(&cfg, &view, err, sizeof err);
     if (!l) {

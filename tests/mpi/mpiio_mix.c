@@ -18,7 +18,11 @@
  * PATH.<pid> with plain POSIX calls before MPI_Init, as programs reading
  * their input or configuration do; the job id tests look for these.
  * With MPIIO_MIX_NO_DIGEST set, rank 0 does not read the file back with
- * stdio at the end (no digest line). */
+ * stdio at the end (no digest line).
+ * With MPIIO_MIX_INIT_THREAD set, it starts with MPI_Init_thread asking for
+ * MPI_THREAD_MULTIPLE (and fails without it) instead of MPI_Init.
+ * With MPIIO_MIX_LATE_MS=N, rank 0 sleeps N ms before MPI_File_write_at_all,
+ * so that the other ranks' call lasts at least that long. */
 #include <fcntl.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -78,7 +82,16 @@ static void write_before_init(void)
 int main(int argc, char **argv)
 {
     write_before_init();
-    MPI_Init(&argc, &argv);
+    if (getenv("MPIIO_MIX_INIT_THREAD")) {
+        int provided = -1;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided != MPI_THREAD_MULTIPLE) {
+            fprintf(stderr, "mpiio_mix: MPI_Init_thread gave thread level %d\n", provided);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     if (argc < 2) {
@@ -105,6 +118,9 @@ int main(int argc, char **argv)
 
     /* collective, explicit offsets: region 1 */
     fill(w, B, rank + 100);
+    const char *late = getenv("MPIIO_MIX_LATE_MS");
+    if (late && rank == 0)
+        usleep((useconds_t)atoi(late) * 1000);
     check(MPI_File_write_at_all(fh, region(1) + rank * B, w, (int)B, MPI_BYTE, &st), "write_at_all");
     check(MPI_File_read_at_all(fh, region(1) + rank * B, r, (int)B, MPI_BYTE, &st), "read_at_all");
     expect(r, B, rank + 100, "read_at_all");

@@ -10,9 +10,13 @@ function(iotrace_gluster_test name script timeout)
 endfunction()
 
 if(TARGET xlator-iotrace-client)
-  # CallIDs reach the bricks on distribute, replica and disperse volumes.
+  # CallIDs reach the bricks on distribute, replica and disperse volumes;
+  # every kind of operation the translators record.
+  add_executable(fops_tagged ${IOTRACE_TEST_DIR}/server/fops_tagged.c)
+  target_link_libraries(fops_tagged PRIVATE iotrace-registry)
   iotrace_gluster_test(gluster.callids_reach_bricks test_gluster.py 600
-                       --fuse-ops=$<TARGET_FILE:bench_fuse_ops>)
+                       --fuse-ops=$<TARGET_FILE:bench_fuse_ops>
+                       --fops-tagged=$<TARGET_FILE:fops_tagged>)
 
   # A compute node and a storage node with clocks seconds apart and drifting
   # (libfaketime): alignment, matching and statistics on a real volume.

@@ -191,6 +191,73 @@ def check_untagged_writer(dep, vol):
     fail("the plain process's write was not recorded")
 
 
+# What each step of tests/server/fops_tagged.c should arrive as on the
+# bricks (docs/gluster.md, the fop table): the operations' kinds, and the
+# name under its directory, offset and length recorded, where they say more
+# than -1 and 0.  copy_file_range(2) reaches them as reads and writes, which
+# the kernel makes through the page cache.  "g" is a hard link to "f": the
+# bricks name an inode by the first name they saw it by.
+FOPS = {
+    "create": ({"create"}, "f", -1, 0), "close": ({"flush"}, "f", -1, 0),
+    "open": ({"open"}, "f", -1, 0), "pread": ({"readv"}, "f", 0, 4096),
+    "fsync": ({"fsync"}, "f", -1, 0), "fdatasync": ({"fdatasync"}, "f", -1, 0),
+    "ftruncate": ({"ftruncate"}, "f", 6000, 0), "fallocate": ({"fallocate"}, "f", 0, 16384),
+    "punch_hole": ({"discard"}, "f", 0, 4096), "zero_range": ({"fallocate"}, "f", 4096, 4096),
+    "fchmod": ({"setattr", "fsetattr"}, "f", -1, 0), "truncate": ({"truncate"}, "f", 100, 0),
+    "chmod": ({"setattr"}, "f", -1, 0), "link": ({"link"}, "f", -1, 0),
+    "rename": ({"rename"}, "f", -1, 0), "mkdir": ({"mkdir"}, "d", -1, 0),
+    "rmdir": ({"rmdir"}, "d", -1, 0), "mkfifo": ({"mknod"}, "p", -1, 0),
+    "copy_file_range": ({"copy_file_range", "readv", "writev"}, None, None, None),
+}
+PWRITES = [(0, 8192), (5000, 1000)]
+UNLINKED = ["h", "p"]
+
+
+def check_every_fop(bins, dep, vol):
+    """Each kind of operation the translators record, tagged with the job and
+    the CallID its thread published, with its name, offset and length."""
+    job = f"fops-{os.getpid()}"
+    top = f"/fops-{os.getpid()}"
+    res = subprocess.run([bins["fops_tagged"], dep.registry, job, vol.mnt + top],
+                         capture_output=True, text=True, timeout=120)
+    if res.returncode != 0:
+        fail(f"fops_tagged: exit {res.returncode}\n{res.stderr}")
+    steps = [line.split() for line in res.stdout.splitlines()]
+    callids = {c for c, _ in steps}
+    deadline = time.time() + 30
+    while True:
+        # The whole store: the job is not in it until its first batch is.
+        disk = [e for e in dep.export() if e["kind"] == "disk" and e["callid"] in callids]
+        by_call = collections.defaultdict(list)
+        for e in disk:
+            by_call[e["callid"]].append(e)
+        missing = []
+        pwrites, unlinks = iter(PWRITES), iter(UNLINKED)
+        for callid, step in steps:
+            kinds, name, off, size = FOPS.get(step, ({"writev"}, "f", None, None))
+            if step == "pwrite":
+                off, size = next(pwrites)
+            elif step == "unlink":
+                kinds, name, off, size = {"unlink"}, next(unlinks), -1, 0
+            want = [e for e in by_call.get(callid, []) if e["func"] in kinds
+                    and (name is None or e["file"] == f"{top}/{name}")
+                    and (off is None or (e["offset"], e["bytes"]) == (off, size))]
+            if not want:
+                missing.append((callid, step, by_call.get(callid, [])))
+        if not missing:
+            break
+        if time.time() > deadline:
+            fail(f"operations of fops_tagged not recorded as expected: (CallID, step, what was) "
+                 f"{[(c, st, [(e['func'], e['file'], e['offset'], e['bytes']) for e in evs]) for c, st, evs in missing]}")
+        time.sleep(0.5)
+    wrong = [e for e in disk if e["job"] != job]
+    if wrong:
+        fail(f"fops_tagged's operations with another job: {wrong[:3]}")
+    print(f"ok: {len(steps)} system calls of fops_tagged on the mount, {len(disk)} disk operations on "
+          f"the bricks, each step with its CallID, kind, name, offset and length: "
+          f"{sorted({e['func'] for e in disk})}")
+
+
 NOBODY = 65534
 FUSE_OPS = 5  # timed; bench_fuse_ops adds 100 untimed writes and reads
 
@@ -333,7 +400,7 @@ def start_deployment(argv, *needed):
 
 
 def main():
-    bins, dep = start_deployment(sys.argv[1:], "fuse_ops")
+    bins, dep = start_deployment(sys.argv[1:], "fuse_ops", "fops_tagged")
     try:
         for kind, bricks in (("distribute", 2), ("replica", 2), ("disperse", 3)):
             vol = Volume(bins, dep, kind, bricks)
@@ -351,6 +418,8 @@ def main():
                     check_untagged_writer(dep, vol)
                     check_users(bins, dep, vol)
                     check_posix_outside(bins, dep, vol, job)
+                if kind == "replica":
+                    check_every_fop(bins, dep, vol)
             finally:
                 vol.stop()
 

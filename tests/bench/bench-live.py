@@ -21,6 +21,10 @@
    rate for 8 s; every 200 ms the newest call in /api/v1/jobs/JOB/timeline
    (released by the merge, so in the statistics) is compared with the time
    of the query. The lag minus --lateness (2 s) is what the pipeline adds.
+   Then again with a second process of the job that sends one batch first
+   and then nothing (a rank that does no I/O), which holds the watermark
+   back until it counts as idle: with the default --producer-idle, and with
+   10 s.
 3. HTTP clients that never read: the ingest rate with 30 of them hanging
    on the collector and without, analysis on.
 4. Memory per running job: the collector's peak RSS with 1 job and with 9
@@ -71,7 +75,7 @@ WINDOW_ARGS = []  # --lateness/--grace for the collector (--windows)
 
 
 class Stack:
-    def __init__(self, build, tmp, analysis):
+    def __init__(self, build, tmp, analysis, extra=()):
         self.build, self.tmp = build, tmp
         self.port, self.hport = free_port(), free_port()
         self.sock = os.path.join(tmp, "agent.sock")
@@ -81,7 +85,7 @@ class Stack:
         # as it keeps pace, also with --busy (where, with the default, it
         # could wait for the busy loop to end).
         args += (["--http", f"127.0.0.1:{self.hport}", "--analysis-yield", "0"] + WINDOW_ARGS
-                 if analysis
+                 + list(extra) if analysis
                  else ["--analysis", "off", "--http", "off"])
         self.collector = subprocess.Popen(args, stderr=open(os.path.join(tmp, "c.log"), "w"))
         self.agent = subprocess.Popen(
@@ -180,12 +184,17 @@ def ingest_run(build, events, analysis, jobs=1, rate=1_000_000, hang=0, warmup=0
             s.stop()
 
 
-def liveness(build, seconds=8.0, rate=20000):
+def liveness(build, seconds=8.0, rate=20000, silent=False, extra=()):
+    """With silent, a second process of the job sends one batch first and
+    then nothing while the other streams (a rank that does no I/O), holding
+    the watermark back until it counts as idle (--producer-idle)."""
     with tempfile.TemporaryDirectory(prefix="iotrace-bench-live-") as tmp:
-        s = Stack(build, tmp, True)
+        s = Stack(build, tmp, True, extra)
         try:
             per_batch = 512
             batches = int(seconds * rate / per_batch)
+            quiet = (s.produce("lag", 1, 1, 2, ["--realtime", "--linger", str(int(seconds) + 5)])
+                     if silent else None)
             p = s.produce("lag", 0, batches, per_batch, ["--realtime", "--rate", str(rate)])
             lags = []
             time.sleep(3)
@@ -199,6 +208,9 @@ def liveness(build, seconds=8.0, rate=20000):
                     newest = tl["origin_s"] + max(c["end_s"] for c in tl["calls"])
                     lags.append(now - newest)
                 time.sleep(0.2)
+            if quiet:
+                quiet.kill()
+                quiet.wait()
             return lags
         finally:
             s.stop()
@@ -290,11 +302,17 @@ def main():
         print(f"HTTP clients that never read (30: unread event streams, half requests, silent "
               f"connections), 3 interleaved rounds: ingest rate {q[0] / 1e6:.3f} M events/s "
               f"without, {q[30] / 1e6:.3f} M events/s with them; ratio {q[30] / q[0]:.3f}")
-        lags = liveness(a.build)
-        if lags:
-            print(f"liveness: newest call in /timeline behind the query by median "
-                  f"{statistics.median(lags):.3f} s, max {max(lags):.3f} s over {len(lags)} queries "
-                  f"(--lateness 2 s: {statistics.median(lags) - 2:.3f} s beyond it)")
+        for what, kw in (("", {}),
+                         (", a second process silent after its first batch", {"silent": True}),
+                         (", the same with --producer-idle 10000 (as before it existed)",
+                          {"silent": True, "extra": ["--producer-idle", "10000"]})):
+            lags = liveness(a.build, **kw)
+            if lags:
+                print(f"liveness{what}: newest call in /timeline behind the query by median "
+                      f"{statistics.median(lags):.3f} s, max {max(lags):.3f} s over {len(lags)} "
+                      f"queries (--lateness 2 s: {statistics.median(lags) - 2:.3f} s beyond it)")
+            else:
+                print(f"liveness{what}: no call in /timeline in any query of the 8-s run")
         mem = job_memory(a.build)
         print(f"memory per running job: {mem['job_view_bytes'] / max(1, mem['job_views']) / 1024:.0f} KiB "
               f"of live view (timeline, series) and {mem['stats_per_job'] / 1024:.1f} KiB of statistics "

@@ -112,11 +112,6 @@ int iot_match_is_transfer(unsigned func)
     return (class_of(func) & C_TRANSFER) != 0;
 }
 
-int iot_match_expects_disk(const struct xp_event *call)
-{
-    return call->bytes > 0 && call->ret == 0 && iot_match_is_transfer(call->func);
-}
-
 /* ---- the paged index --------------------------------------------------- */
 
 static uint64_t mix(uint64_t h)
@@ -652,7 +647,7 @@ static int on_call(struct iot_match *m, const struct xp_event *ev, uint32_t tag)
     }
     if (e->flags & F_OWNER)
         return 0; /* the same CallID twice: only the first call counts */
-    int expect = (cls & C_TRANSFER) && ev->bytes > 0 && ev->ret == 0; /* iot_match_expects_disk */
+    int expect = (cls & C_TRANSFER) && ev->bytes > 0 && ev->ret == 0;
     int first = !(e->flags & F_CALL);
     e->flags |= F_CALL | F_OWNER | (expect ? F_EXPECT : 0);
     e->func = ev->func;

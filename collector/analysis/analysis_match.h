@@ -36,7 +36,7 @@ struct iot_match_closed {
     uint32_t job;
     uint16_t func;       /* the issuing call's function; a completion's if that is all
                             that was seen; 0 when no MPI-IO event had the CallID */
-    uint8_t expect_disk; /* a read or write of bytes > 0 that succeeded (iot_match_expects_disk) */
+    uint8_t expect_disk; /* a read or write of bytes > 0 that succeeded */
     uint32_t ops;        /* disk operations of the call, or of its whole collective group */
     uint32_t own_ops;    /* disk operations that carried this CallID */
     uint64_t own_bytes, own_time_ns; /* their bytes and summed durations */
@@ -146,6 +146,5 @@ size_t iot_match_bytes(const struct iot_match *m);
 /* Function classes (by MPI-IO function id). */
 int iot_match_is_completion(unsigned func); /* MPI_Wait*, MPI_Test*, split-collective *_end */
 int iot_match_is_transfer(unsigned func);   /* reads and writes, completions excluded */
-int iot_match_expects_disk(const struct xp_event *call);
 
 #endif

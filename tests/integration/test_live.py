@@ -6,7 +6,9 @@ real agent, watched over the collector's HTTP server while it runs.
   mpiexec runs (three runs of mpiio_mix under one job id), and so do the
   live statistics of /api/v1/jobs/JOB/stats;
 - once finished, /api/v1/jobs/JOB/stats is byte for byte the output of
-  `iotrace-export --stats --format json --job JOB` over the same store;
+  `iotrace-export --stats --format json --job JOB` over the same store, and
+  its downloads (JSON Lines, the statistics as text, SLOG-2) are what
+  iotrace-export writes;
 - a real Prometheus (Debian's) scrapes /metrics, and a query to its HTTP API
   returns the job's MPI-IO call count; promtool accepts the exposition;
 - bad input: an unknown job is a 404 with a JSON error, a bad window a 400,
@@ -161,6 +163,33 @@ def check_stats_equal(bins, dep, hport):
     print(f"finished: /stats equals --stats ({len(api)} bytes, {calls} MPI-IO events, "
           f"{sum(s['ops'] for s in stats['servers'].values())} disk operations)")
     return stats
+
+
+def check_downloads(bins, dep, hport):
+    """The three downloads of a finished job are, byte for byte, what
+    iotrace-export makes of the same store, with their types and names."""
+    sizes = []
+    for fmt, args, ctype in (("jsonl", ["--jsonl", "-"], "application/x-ndjson"),
+                             ("stats", ["--stats"], "text/plain; charset=utf-8"),
+                             ("slog2", ["--slog2", os.path.join(dep.tmp, "cli.slog2")],
+                              "application/octet-stream")):
+        url = f"http://127.0.0.1:{hport}/api/v1/jobs/{JOB}/download/{fmt}"
+        with urllib.request.urlopen(url, timeout=120) as r:
+            body, headers = r.read(), r.headers
+        cli = subprocess.run([bins["export"], "--store", dep.store, "--job", JOB, *args],
+                             capture_output=True, check=True).stdout
+        if fmt == "slog2":
+            cli = open(args[1], "rb").read()
+        if body != cli:
+            open(os.path.join(dep.tmp, f"download.{fmt}"), "wb").write(body)
+            fail(f"/download/{fmt} ({len(body)} bytes) differs from iotrace-export "
+                 f"{' '.join(args)} ({len(cli)} bytes)")
+        disposition = headers.get("Content-Disposition", "")
+        if headers.get("Content-Type") != ctype or "attachment" not in disposition:
+            fail(f"/download/{fmt}: Content-Type {headers.get('Content-Type')!r}, "
+                 f"Content-Disposition {disposition!r}")
+        sizes.append(f"{fmt} {len(body)} B")
+    print(f"downloads equal iotrace-export's output: {', '.join(sizes)}")
 
 
 def check_prometheus(dep, hport, stats):
@@ -337,6 +366,7 @@ def main():
             watch_running_job(bins, dep, vol, hport, driver)
             wait_finished(hport)
             stats = check_stats_equal(bins, dep, hport)
+            check_downloads(bins, dep, hport)
             check_prometheus(dep, hport, stats)
             check_browser(driver, hport, stats)
         finally:

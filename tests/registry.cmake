@@ -8,7 +8,9 @@ add_test(NAME registry.unit COMMAND test_registry)
 # the registry of ranks in MPI-IO calls (root: it acts as nobody).
 add_executable(mpiio_loop ${IOTRACE_TEST_DIR}/mpi/mpiio_loop.c)
 target_link_libraries(mpiio_loop PRIVATE MPI::MPI_C)
+add_executable(thread_calls ${IOTRACE_TEST_DIR}/mpi/thread_calls.c)
+target_link_libraries(thread_calls PRIVATE MPI::MPI_C Threads::Threads)
 add_test(NAME registry.ranks
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_registry.py ${IOTRACE_IT_ARGS}
-          --loop-app=$<TARGET_FILE:mpiio_loop>)
+          --loop-app=$<TARGET_FILE:mpiio_loop> --thread-app=$<TARGET_FILE:thread_calls>)
 set_tests_properties(registry.ranks PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE SKIP_RETURN_CODE 77)

@@ -8,7 +8,12 @@ mpiexec ranks and the preloaded library:
   registry of their own, made by the first rank, is 0600 and written;
 - while ranks are inside MPI-IO calls in a loop, another user can neither
   truncate their registry nor open it for writing; the ranks end normally
-  (no SIGBUS) and their file is the one an untraced run writes.
+  (no SIGBUS) and their file is the one an untraced run writes;
+- a rank that makes MPI-IO calls from THREADS short-lived threads
+  (MPI_THREAD_MULTIPLE, tests/mpi/thread_calls.c) frees each thread's slot
+  when the thread ends: while it waits afterwards, the registry holds a
+  slot or two of it, not one per thread that ever called, and every call
+  is recorded.
 
 Needs root (it plants registries of another owner and acts as nobody)."""
 import os
@@ -142,10 +147,51 @@ def check_loop_survives(bins, dep, env, reg):
           "calls; they ended normally, their file as untraced")
 
 
+THREADS = 300
+
+
+def check_thread_exit(bins, dep, env, reg):
+    job = f"threads-{os.getpid()}"
+    path = os.path.join(dep.tmp, "threads.bin")
+    p = subprocess.Popen(mpirun_cmd(bins, 1, [bins["thread_app"], path, str(THREADS)],
+                                    {**env, "IOTRACE_JOB_ID": job}),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        line = p.stdout.readline()
+        if not line.startswith("waiting "):
+            fail(f"thread_calls: {line!r} {p.stderr.read() if p.poll() is not None else ''}")
+        pid = int(line.split()[1])
+        held = [tid for tid, spid, _c, _j in slots(reg) if tid and spid == pid]
+        p.stdin.write("\n")
+        p.stdin.flush()
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    if p.returncode != 0:
+        fail(f"thread_calls: exit {p.returncode}\n{err}")
+    if not 1 <= len(held) <= 3:
+        fail(f"after {THREADS} threads that made an MPI-IO call each and ended, the registry "
+             f"holds {len(held)} slots of the process (tids {held[:8]}...)")
+    events = dep.wait_for(lambda ev: sum(e["func"] == "MPI_File_write_at" for e in ev) >= THREADS,
+                          job=job)
+    writes = [e for e in events if e["func"] == "MPI_File_write_at"]
+    if len(writes) != THREADS or len({e["tid"] for e in writes}) < THREADS * 0.9 or \
+            any(e["ret"] != 0 or e["bytes"] != 8 for e in writes):
+        fail(f"{len(writes)} MPI_File_write_at recorded from "
+             f"{len({e['tid'] for e in writes})} threads, want {THREADS}")
+    print(f"ok: {THREADS} threads made an MPI-IO call each and ended; afterwards the registry "
+          f"held {len(held)} slot(s) of the process; {len(writes)} calls recorded from "
+          f"{len({e['tid'] for e in writes})} threads")
+
+
 def main():
     bins = parse_bins(sys.argv[1:])
-    if "loop_app" not in bins:
-        raise SystemExit("missing argument --loop-app")
+    for k in ("loop_app", "thread_app"):
+        if k not in bins:
+            raise SystemExit(f"missing argument --{k.replace('_', '-')}")
     if os.geteuid() != 0:
         print("skipped: needs root")
         sys.exit(77)
@@ -161,6 +207,7 @@ def main():
         check_own(bins, dep, env, reg, base_out)
         os.unlink(reg)
         check_loop_survives(bins, dep, env, reg)
+        check_thread_exit(bins, dep, env, reg)
     finally:
         dep.stop()
         if os.path.exists(reg):

@@ -8,7 +8,9 @@ credentials (on the API, /metrics and the dashboard alike), 200 with the
 right ones; an address beyond loopback without a password file, a
 certificate without a key and a bad --http are usage errors (exit 2); an
 unreadable or malformed password file stops the collector (exit 1) with a
-message naming it.
+message naming it.  Where the machine has IPv6 loopback: --http [::1]:PORT
+serves there and not on 127.0.0.1, and [::] needs a password file like
+0.0.0.0.
 
     http_test.py COLLECTOR
 """
@@ -42,6 +44,47 @@ def request(url, ctx, user=None, password=None):
 
 def run(args):
     return subprocess.run([COLLECTOR, *args], capture_output=True, text=True, timeout=30)
+
+
+def ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def check_ipv6(tmp, store):
+    if not ipv6_loopback():
+        print("no IPv6 loopback here: --http [::1]:PORT not checked")
+        return
+    port = free_port()
+    r = run(["--store", store, "--http", f"[::]:{port}"])
+    check(r.returncode == 2 and "--http-users" in r.stderr, f"[::] without users: {r.returncode} {r.stderr}")
+    log = open(os.path.join(tmp, "collector-v6.log"), "w")
+    proc = subprocess.Popen([COLLECTOR, "--store", store, "--listen",
+                             f"tcp://127.0.0.1:{free_port()}", "--http", f"[::1]:{port}"],
+                            stdout=log, stderr=log)
+    try:
+        status, body = None, b""
+        deadline = time.time() + 20
+        while time.time() < deadline and status is None:
+            try:
+                status, body = request(f"http://[::1]:{port}/api/v1/status", None)
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.05)
+        check(status == 200 and "events_stored" in json.loads(body), f"[::1]: {status} {body[:200]!r}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            check(False, "--http [::1]:PORT also answered on 127.0.0.1")
+        except OSError:
+            pass
+    finally:
+        proc.terminate()
+        check(proc.wait(timeout=30) == 0, "collector on [::1] did not stop cleanly")
+        log.close()
+    print("ok: --http [::1]:PORT served on IPv6 loopback only; [::] needs --http-users")
 
 
 def main():
@@ -114,6 +157,7 @@ def main():
         proc.terminate()
         check(proc.wait(timeout=30) == 0, "collector did not stop cleanly")
         log.close()
+    check_ipv6(tmp, store)
     if failures:
         print(open(os.path.join(tmp, "collector.log")).read()[-3000:], file=sys.stderr)
         print(f"{len(failures)} failed", file=sys.stderr)

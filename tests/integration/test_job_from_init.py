@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Hydra gives a rank no job id: the library agrees on one in MPI_Init. I/O
 done before MPI_Init is sent before the id is known and must still be
-exported, listed and filtered under that job."""
+exported, listed and filtered under that job.  The program waits 300 ms
+between that I/O and MPI_Init, so that the library sends it (every 50 ms)
+before the job id exists: readers hold such events until the process names
+its job."""
 import os
 import subprocess
 import sys
@@ -17,7 +20,8 @@ def main():
     dep = Deployment(bins).start()
     try:
         pre = os.path.join(dep.tmp, "pre-init")
-        env = {"IOTRACE_AGENT": dep.endpoint, "MPIIO_MIX_PRE_INIT": pre}
+        env = {"IOTRACE_AGENT": dep.endpoint, "MPIIO_MIX_PRE_INIT": pre,
+               "MPIIO_MIX_PRE_INIT_WAIT_MS": "300"}
         env_clean = {k: v for k, v in os.environ.items()
                      if not k.startswith(("IOTRACE_JOB_ID", "SLURM_JOB_ID", "PBS_JOBID"))}
         os.environ.clear()

@@ -17,6 +17,8 @@
  * With MPIIO_MIX_PRE_INIT=PATH set, each process first writes a small file
  * PATH.<pid> with plain POSIX calls before MPI_Init, as programs reading
  * their input or configuration do; the job id tests look for these.
+ * MPIIO_MIX_PRE_INIT_WAIT_MS=N then waits N ms before MPI_Init, long
+ * enough for the library to send those records before the job id is known.
  * With MPIIO_MIX_NO_DIGEST set, rank 0 does not read the file back with
  * stdio at the end (no digest line).
  * With MPIIO_MIX_INIT_THREAD set, it starts with MPI_Init_thread asking for
@@ -77,6 +79,9 @@ static void write_before_init(void)
         perror(path);
         exit(3);
     }
+    const char *wait = getenv("MPIIO_MIX_PRE_INIT_WAIT_MS");
+    if (wait)
+        usleep((useconds_t)atoi(wait) * 1000);
 }
 
 int main(int argc, char **argv)

@@ -72,7 +72,8 @@ add_test(NAME collector.store_faults
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/store_faults_test.py
           $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
           $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>
-          "${IOTRACE_PRELOAD_PREFIX}$<TARGET_FILE:iotrace-faultfs>")
+          "${IOTRACE_PRELOAD_PREFIX}$<TARGET_FILE:iotrace-faultfs>"
+          $<TARGET_FILE:collector_client>)
 set_tests_properties(collector.store_faults PROPERTIES LABELS collector TIMEOUT 180
   ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
 

@@ -25,7 +25,12 @@ the end a collector without faults takes what the agents still hold, the
 final power cut is made, and the store must pass --verify and hold every
 event made exactly once.
 
-    store_faults_test.py COLLECTOR AGENT PRODUCER EXPORT FAULTFS
+Then, on a store of its own, collector_client sends every batch twice back
+to back while the first group's sync fails with ENOSPC: the copies answered
+DUPLICATE within that group must lose that answer with the group, and every
+batch must end STORED once (tests/unit/collector_client.c, withdraw).
+
+    store_faults_test.py COLLECTOR AGENT PRODUCER EXPORT FAULTFS CLIENT
 
 FAULTFS is what goes into LD_PRELOAD (the ASan runtime first in a
 sanitizer build).
@@ -41,7 +46,7 @@ import time
 
 from testlib import check, finish, free_port, stop_all
 
-COLLECTOR, AGENT, PRODUCER, EXPORT, FAULTFS = sys.argv[1:6]
+COLLECTOR, AGENT, PRODUCER, EXPORT, FAULTFS, CLIENT = sys.argv[1:7]
 BATCHES, PER_BATCH = 24, 40
 JOB = "faultjob"
 
@@ -182,6 +187,27 @@ def wait_for(cond, timeout):
     return False
 
 
+def check_withdrawn_copies(tmp):
+    store = os.path.join(tmp, "store-withdraw")
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    log = os.path.join(tmp, "collector-withdraw.log")
+    env = dict(os.environ, LD_PRELOAD=FAULTFS, IOTRACE_FAULT_DIR=store,
+               IOTRACE_FAULT="fdatasync:ENOSPC:after=1:count=1:dirty",
+               IOTRACE_FAULT_LOG=os.path.join(tmp, "faultfs-withdraw.log"))
+    p = subprocess.Popen([COLLECTOR, "--listen", endpoint, "--store", store, "--http", "off",
+                          "--analysis", "off"], stderr=open(log, "w"), env=env)
+    try:
+        r = subprocess.run([CLIENT, endpoint, "withdraw", "64"], capture_output=True, text=True,
+                           timeout=120)
+        check(r.returncode == 0, f"collector_client withdraw: {r.stdout} {r.stderr}")
+        print(r.stdout.strip())
+    finally:
+        stop_all([p])
+    v = subprocess.run([EXPORT, "--store", store, "--verify"], capture_output=True, text=True)
+    check(v.returncode == 0, f"--verify of the withdraw store: {v.stdout} {v.stderr}")
+    print(v.stdout.strip().splitlines()[0] if v.stdout.strip() else "")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="iot-store-faults-")
     store = os.path.join(tmp, "store")
@@ -307,6 +333,7 @@ def main():
               f"reconnects {stats.get('reconnects')}")
     finally:
         stop_all(procs)
+    check_withdrawn_copies(tmp)
     return finish(tmp)
 
 

@@ -5,6 +5,7 @@
  *
  *   collector_client ENDPOINT first|second|fuzz EXPECTED_CREDIT
  *   collector_client ENDPOINT stats EXPECTED_CREDIT BASE_NS
+ *   collector_client ENDPOINT withdraw EXPECTED_CREDIT
  *
  * The stats phase sends a known workload (tests/stats_test.py computes its
  * statistics by hand): two jobs, three ranks on two client nodes, two
@@ -466,6 +467,99 @@ static void second_run(void *sock, struct blob a0, struct blob b0)
     send_burst(sock, 21, 81, 0);
 }
 
+/* ---- a group that cannot be made durable (withdraw phase) -------------- */
+
+/* Run against a collector whose store's first group sync fails with ENOSPC
+ * (tests/store_faults_test.py, faultfs).  Every batch goes twice, back to
+ * back, so that copies share a group with their original and are answered
+ * DUPLICATE at once.  What the failed group held must get no answer at all,
+ * the copies' DUPLICATE included: an agent lets a batch go on either
+ * answer, and these are not in the store.  Sent again after the collector
+ * finds room, each is STORED, exactly once. */
+#define WITHDRAW_N 16
+
+/* 1 and the ACK's seq and status, or 0 when none came within ms. */
+static int ack_within(void *sock, int ms, uint64_t *seq, int *status)
+{
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, ms) <= 0)
+        return 0;
+    struct reply r;
+    recv_reply(sock, &r);
+    int ok = r.n == 7 && part_is(&r, 1, IOT_LINK_ACK) && zmq_msg_size(&r.part[4]) == 8 &&
+             zmq_msg_size(&r.part[5]) == 1;
+    check(ok, "withdraw: a message that is no ACK (%d frames)", r.n);
+    if (ok) {
+        *seq = iot_get_u64(zmq_msg_data(&r.part[4]));
+        *status = *(const uint8_t *)zmq_msg_data(&r.part[5]);
+    }
+    free_reply(&r);
+    return ok;
+}
+
+static int check_seq(uint64_t seq)
+{
+    check(seq < WITHDRAW_N, "withdraw: ACK for D%llu, never sent", (unsigned long long)seq);
+    return seq < WITHDRAW_N;
+}
+
+/* Takes the ACKs until quiet_ms pass without one. */
+static void take_acks(void *sock, int quiet_ms, int stored[], int dup[])
+{
+    uint64_t seq;
+    int status;
+    while (ack_within(sock, quiet_ms, &seq, &status)) {
+        if (!check_seq(seq))
+            continue;
+        check(status != IOT_ACK_REJECTED, "withdraw: D%llu rejected", (unsigned long long)seq);
+        check(status != IOT_ACK_DUPLICATE || stored[seq],
+              "withdraw: D%llu answered DUPLICATE but never STORED: it is not in the store",
+              (unsigned long long)seq);
+        if (status == IOT_ACK_STORED)
+            stored[seq]++;
+        else if (status == IOT_ACK_DUPLICATE)
+            dup[seq]++;
+    }
+}
+
+static void withdraw_run(void *sock)
+{
+    int stored[WITHDRAW_N] = {0}, dup[WITHDRAW_N] = {0};
+    struct blob d[WITHDRAW_N];
+    for (uint64_t s = 0; s < WITHDRAW_N; s++) {
+        d[s] = batch_d(s);
+        send_batch(sock, d[s]);
+        send_batch(sock, d[s]);
+    }
+    take_acks(sock, 1500, stored, dup);
+    int withdrawn = 0, answered_dup = 0;
+    for (int s = 0; s < WITHDRAW_N; s++) {
+        withdrawn += !stored[s];
+        answered_dup += dup[s];
+    }
+    check(withdrawn > 0, "withdraw: every batch STORED: no group failed (was the fault injected?)");
+    /* The collector tries again every 5 s (FULL_RETRY_NS); an agent sends
+     * what it holds again after --credit-timeout. */
+    for (int round = 0; round < 30; round++) {
+        int left = 0;
+        for (int s = 0; s < WITHDRAW_N; s++)
+            if (!stored[s]) {
+                send_batch(sock, d[s]);
+                left++;
+            }
+        if (!left)
+            break;
+        take_acks(sock, 1000, stored, dup);
+    }
+    for (int s = 0; s < WITHDRAW_N; s++) {
+        check(stored[s] == 1, "withdraw: D%d STORED %d times", s, stored[s]);
+        free(d[s].data);
+    }
+    printf("withdraw: %d batches sent twice each; %d withdrawn with the failed group (no "
+           "answer), %d copies answered DUPLICATE, all %d STORED once in the end\n",
+           WITHDRAW_N, withdrawn, answered_dup, WITHDRAW_N);
+}
+
 /* ---- the statistics workload (stats phase) ---------------------------- */
 
 #define US 1000ll
@@ -765,8 +859,9 @@ int main(int argc, char **argv)
 {
     int is_stats = argc == 5 && (strcmp(argv[2], "stats") == 0 || strcmp(argv[2], "files") == 0);
     if (!is_stats && (argc != 4 || (strcmp(argv[2], "first") && strcmp(argv[2], "second") &&
-                                    strcmp(argv[2], "fuzz")))) {
-        fprintf(stderr, "usage: collector_client ENDPOINT first|second|fuzz EXPECTED_CREDIT\n"
+                                    strcmp(argv[2], "fuzz") && strcmp(argv[2], "withdraw")))) {
+        fprintf(stderr,
+                "usage: collector_client ENDPOINT first|second|fuzz|withdraw EXPECTED_CREDIT\n"
                         "       collector_client ENDPOINT stats|files EXPECTED_CREDIT BASE_NS\n");
         return 2;
     }
@@ -791,6 +886,8 @@ int main(int argc, char **argv)
         stats_run(sock);
     else if (strcmp(phase, "files") == 0)
         files_run(sock);
+    else if (strcmp(phase, "withdraw") == 0)
+        withdraw_run(sock);
     else
         fuzz(sock, a0, c0);
     free(a0.data), free(a1.data), free(b0.data), free(c0.data);

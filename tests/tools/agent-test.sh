@@ -277,6 +277,31 @@ case_never_ack() {
     expect_stat acked 0
 }
 
+# A collector that sends malformed messages, one of an unknown type and an
+# ACK naming a batch the agent does not hold, before each real ACK, and
+# answers the first copy of every fifth batch, which it does not store, with
+# an ACK of another epoch: the agent logs them, lets no batch go on them,
+# sends the refused ones again after the credit timeout, and every batch is
+# stored once.
+case_collector_junk() {
+    start_collector --junk
+    start_agent --credit-timeout 1s
+    run_producer a --batches 20 --events-per-batch 100
+    wait_for 30 "20 stored batches" has_stored 20
+    [ "$(grep -c '^REFUSED' "$REC")" -eq 4 ] || fail "the collector did not refuse 4 batches"
+    sleep 0.3
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    check_exactly_once "$(producer_key a)" 20
+    expect_stat acked 20
+    expect_stat pending 0
+    expect_stat duplicate 0
+    for what in "without the IOT1 header" "unknown message type 'ZZZ'" "malformed ACK" \
+                "malformed PONG" "malformed WELCOME"; do
+        has_line "$what" "$T/agent.log" || fail "agent did not log: $what"
+    done
+}
+
 case_garbage() {
     start_collector
     start_agent

@@ -1,7 +1,10 @@
 /* A small stand-in for iotrace-collector that speaks the ROUTER side of
  * common/link.h, for the agent's integration tests and the transport
  * benchmark.  It can misbehave on purpose: acknowledge late, never, or die
- * after storing a batch but before acknowledging it.  Like an older
+ * after storing a batch but before acknowledging it, or (--junk) send
+ * malformed and unexpected messages before each acknowledgement and, the
+ * first time every fifth batch arrives, not store it and answer with an ACK
+ * that names another epoch.  Like an older
  * collector it ignores clock PINGs, unless --pong is given.
  *
  * "Storing" is one line per batch in the --record file, flushed before the
@@ -33,7 +36,7 @@ struct pending_ack {
 struct collector {
     char *listen, *record;
     long credit, ack_delay_ms, die_after;
-    int no_ack, pong;
+    int no_ack, pong, junk;
     void *zctx, *sock;
     FILE *rec;
     char **seen; /* open-addressing set of "key epoch seq" */
@@ -120,6 +123,50 @@ static void queue_ack(struct collector *c, zmq_msg_t *id, const iot_batch *b,
     snprintf(a->reason, sizeof a->reason, "%s", reason);
 }
 
+/* One message to the agent `id`, its frames given as (data, size) pairs. */
+static void send_frames(struct collector *c, const uint8_t *id, size_t id_len, int n,
+                        const void *const *data, const size_t *len)
+{
+    zmq_send(c->sock, id, id_len, ZMQ_SNDMORE);
+    for (int i = 0; i < n; i++)
+        zmq_send(c->sock, data[i], len[i], i + 1 < n ? ZMQ_SNDMORE : 0);
+}
+
+/* What a broken or hostile collector might send: the agent must log it,
+ * ignore it and carry on, and above all not let a batch go for an ACK that
+ * does not name it. */
+static void send_junk(struct collector *c, const struct pending_ack *a)
+{
+    uint8_t epoch[8], other[8], credit[4] = {0, 0, 0, 8};
+    uint8_t stored = 0;
+    iot_put_u64(epoch, a->epoch);
+    iot_put_u64(other, a->seq + 1000000); /* a batch the agent does not hold */
+    const char *p = IOT_LINK_PROTO;
+    const void *no_header[] = {"NOPE", IOT_LINK_ACK};
+    const size_t no_header_len[] = {4, 3};
+    const void *unknown[] = {p, "ZZZ"};
+    const size_t unknown_len[] = {4, 3};
+    const void *short_ack[] = {p, IOT_LINK_ACK, a->key};
+    const size_t short_ack_len[] = {4, 3, strlen(a->key)};
+    const void *wrong_seq[] = {p, IOT_LINK_ACK, a->key, epoch, other, &stored, ""};
+    const size_t wrong_seq_len[] = {4, 3, strlen(a->key), 8, 8, 1, 0};
+    const void *bad_pong[] = {p, IOT_LINK_PONG, "x"};
+    const size_t bad_pong_len[] = {4, 4, 1};
+    const void *bad_welcome[] = {p, IOT_LINK_WELCOME, credit};
+    const size_t bad_welcome_len[] = {4, 7, 3};
+    const void *many[40];
+    size_t many_len[40];
+    for (int i = 0; i < 40; i++)
+        many[i] = i ? "z" : p, many_len[i] = i ? 1 : 4;
+    send_frames(c, a->id, a->id_len, 2, no_header, no_header_len);
+    send_frames(c, a->id, a->id_len, 2, unknown, unknown_len);
+    send_frames(c, a->id, a->id_len, 3, short_ack, short_ack_len);
+    send_frames(c, a->id, a->id_len, 7, wrong_seq, wrong_seq_len);
+    send_frames(c, a->id, a->id_len, 3, bad_pong, bad_pong_len);
+    send_frames(c, a->id, a->id_len, 3, bad_welcome, bad_welcome_len);
+    send_frames(c, a->id, a->id_len, 40, many, many_len);
+}
+
 static void send_due_acks(struct collector *c)
 {
     int64_t now = iot_mono_ns();
@@ -128,6 +175,8 @@ static void send_due_acks(struct collector *c)
         uint8_t epoch[8], seq[8];
         iot_put_u64(epoch, a->epoch);
         iot_put_u64(seq, a->seq);
+        if (c->junk)
+            send_junk(c, a);
         zmq_send(c->sock, a->id, a->id_len, ZMQ_SNDMORE);
         zmq_send(c->sock, IOT_LINK_PROTO, 4, ZMQ_SNDMORE);
         zmq_send(c->sock, IOT_LINK_ACK, 3, ZMQ_SNDMORE);
@@ -193,6 +242,18 @@ static void on_batch(struct collector *c, zmq_msg_t *f, int n)
     snprintf(id, sizeof id, "%s %016llx %llu", key, (unsigned long long)b->epoch,
              (unsigned long long)b->seq);
     uint8_t status;
+    char refused[640];
+    snprintf(refused, sizeof refused, "refused %s", id);
+    if (c->junk && b->seq % 5 == 0 && seen_add(c, refused)) {
+        /* Not stored, and answered with an ACK of another epoch: an agent
+         * that let the batch go on it would lose it. */
+        fprintf(c->rec, "REFUSED %s\n", id);
+        fflush(c->rec);
+        queue_ack(c, &f[0], b, key, IOT_ACK_STORED, "");
+        c->acks[(c->ack_head + c->ack_count - 1) % c->ack_cap].epoch ^= 1;
+        iot_wire_free_batch(b);
+        return;
+    }
     if (iot_wire_validate(data, len, err, sizeof err) < 0) {
         status = IOT_ACK_REJECTED;
         c->rejected++;
@@ -263,6 +324,10 @@ int main(int argc, char **argv)
         {"no-ack", 0, IOT_OPT_FLAG, &c.no_ack, NULL, "store but never acknowledge"},
         {"pong", 0, IOT_OPT_FLAG, &c.pong, NULL,
          "answer clock PINGs (by default they are ignored, as an older collector does)"},
+        {"junk", 0, IOT_OPT_FLAG, &c.junk, NULL,
+         "before each ACK send the agent malformed messages, one of an unknown type and an "
+         "ACK for a batch it does not hold; the first time every fifth batch arrives, do not "
+         "store it and answer with an ACK of another epoch"},
         {"die-after", 0, IOT_OPT_INT, &c.die_after, "N",
          "exit with status 3 right after storing the N-th batch, before acknowledging it"},
     };

@@ -12,7 +12,7 @@ target_link_libraries(test_agent_spool PRIVATE iotrace-agent-core PkgConfig::CMO
 add_test(NAME agent.spool COMMAND test_agent_spool)
 
 foreach(case usage exactly_once slow_acks collector_restart collector_dies never_ack spool_kill
-             garbage collector_junk huge flood backpressure clock_pong clock_silent)
+             garbage collector_junk collector_rejects huge flood backpressure clock_pong clock_silent)
   add_test(NAME agent.${case}
            COMMAND ${IOTRACE_TEST_DIR}/tools/agent-test.sh ${case}
                    $<TARGET_FILE:iotrace-agent> $<TARGET_FILE:iotrace-producer>

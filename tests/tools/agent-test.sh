@@ -302,6 +302,24 @@ case_collector_junk() {
     done
 }
 
+# A collector that refuses batches (REJECTED, with a reason): the agent
+# lets them go, counts them as rejected and says which and why.
+case_collector_rejects() {
+    start_collector --reject-every 5
+    start_agent
+    run_producer a --batches 20 --events-per-batch 100
+    wait_for 20 "16 stored batches" has_stored 16
+    sleep 0.3
+    stop_agent
+    [ $AGENT_RC -eq 0 ] || fail "agent exited with $AGENT_RC"
+    [ "$(grep -c '^REJECTED' "$REC")" -eq 4 ] || fail "the collector did not reject 4 batches"
+    expect_stat acked 20
+    expect_stat rejected 4
+    expect_stat pending 0
+    has_line "collector rejected batch $(producer_key a) seq=4: refused by the test collector" \
+        "$T/agent.log" || fail "the rejection of seq 4 was not logged with its reason"
+}
+
 case_garbage() {
     start_collector
     start_agent

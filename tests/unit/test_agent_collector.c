@@ -35,7 +35,7 @@ struct pending_ack {
 
 struct collector {
     char *listen, *record;
-    long credit, ack_delay_ms, die_after;
+    long credit, ack_delay_ms, die_after, reject_every;
     int no_ack, pong, junk;
     void *zctx, *sock;
     FILE *rec;
@@ -254,7 +254,12 @@ static void on_batch(struct collector *c, zmq_msg_t *f, int n)
         iot_wire_free_batch(b);
         return;
     }
-    if (iot_wire_validate(data, len, err, sizeof err) < 0) {
+    if (c->reject_every && b->seq % (uint64_t)c->reject_every == (uint64_t)c->reject_every - 1) {
+        status = IOT_ACK_REJECTED;
+        c->rejected++;
+        snprintf(err, sizeof err, "refused by the test collector (--reject-every)");
+        fprintf(c->rec, "REJECTED %s %s\n", id, err);
+    } else if (iot_wire_validate(data, len, err, sizeof err) < 0) {
         status = IOT_ACK_REJECTED;
         c->rejected++;
         fprintf(c->rec, "REJECTED %s %s\n", id, err);
@@ -328,6 +333,8 @@ int main(int argc, char **argv)
          "before each ACK send the agent malformed messages, one of an unknown type and an "
          "ACK for a batch it does not hold; the first time every fifth batch arrives, do not "
          "store it and answer with an ACK of another epoch"},
+        {"reject-every", 0, IOT_OPT_INT, &c.reject_every, "N",
+         "answer REJECTED, with a reason, to every batch whose seq is N-1 modulo N"},
         {"die-after", 0, IOT_OPT_INT, &c.die_after, "N",
          "exit with status 3 right after storing the N-th batch, before acknowledging it"},
     };

@@ -885,6 +885,10 @@ json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, s
     size_t k = limit ? limit - n : l->n_jobs;
     if (finished_limit && finished_limit < k)
         k = finished_limit;
+    /* The limit comes from the query string and can be any size: the heap
+     * never needs more places than there are jobs. */
+    if (k > l->n_jobs)
+        k = l->n_jobs;
     struct ljob **done = (states & LIVE_FINISHED) && k ? calloc(k, sizeof *done) : NULL;
     size_t n_done = 0;
     for (size_t i = 1; done && i < l->n_jobs; i++)

@@ -14,10 +14,13 @@ command -v gcovr >/dev/null || { echo "coverage: gcovr not found (deploy/install
 "$top/deploy/build.sh" "$dir" -DIOTRACE_COVERAGE=ON -DCMAKE_BUILD_TYPE=Debug
 # Counts from an earlier run would be added to this one's.
 find "$dir" -name '*.gcda' -delete
-# Tests run some programs as other users (tests/users_test.py); each process
-# adds its counts to the .gcda files at exit, so they must be able to.
+# Tests run some programs as other users (nobody); each process adds its
+# counts to the .gcda files at exit, so it must be able to create and write
+# them.  Sticky directories let it create files without letting it replace
+# anyone else's (the binaries); the umask leaves the counts, and the tests'
+# own files, writable by everyone: run this on a machine of your own.
 umask 000
-find "$dir" -type d -exec chmod a+rwx {} +
+find "$dir" -type d -exec chmod 1777 {} +
 status=0
 (cd "$dir" && ctest --output-on-failure --timeout 600 "$@") || status=$?
 mkdir -p "$dir/coverage"

@@ -889,7 +889,13 @@ json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, s
      * never needs more places than there are jobs. */
     if (k > l->n_jobs)
         k = l->n_jobs;
-    struct ljob **done = (states & LIVE_FINISHED) && k ? calloc(k, sizeof *done) : NULL;
+    struct ljob **done = NULL;
+    if ((states & LIVE_FINISHED) && k && !(done = calloc(k, sizeof *done))) {
+        /* An answer without the finished jobs would pass for a true one. */
+        pthread_mutex_unlock(&l->lock);
+        json_decref(jobs);
+        return NULL;
+    }
     size_t n_done = 0;
     for (size_t i = 1; done && i < l->n_jobs; i++)
         if (l->jobs[i] && l->jobs[i]->finished)

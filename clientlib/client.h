@@ -132,6 +132,9 @@ struct iot_config {
     uint64_t linger_ms;
     uint64_t send_queue;
     int sender_policy; /* IOTRACE_SENDER_SCHED: the library threads' SCHED_ policy */
+    /* Records in its ring at which an MPI-IO call sends them itself
+     * (IOTRACE_INLINE_SEND, iot_sender_help); 0: never. */
+    uint64_t help_at;
 };
 
 /* iot_g.mpiio_on.  READY lets the MPI-IO wrappers skip, with the same test,
@@ -266,6 +269,9 @@ IOT_HIDDEN void iot_sender_after_fork_child(void);
 IOT_HIDDEN void iot_sender_queue_name(uint64_t id, const char *path, size_t len);
 IOT_HIDDEN void iot_sender_fork_prepare(void);
 IOT_HIDDEN void iot_sender_fork_parent(void);
+/* An MPI-IO call drains its thread's ring and sends what it holds, unless
+ * the sender is busy; never waits, keeps errno.  1 when it did. */
+IOT_HIDDEN int iot_sender_help(struct iot_ring *r);
 
 /* The hot path.  A record is written between iot_rec_begin, which returns
  * the first of n free slots of this thread's ring (NULL when the record
@@ -282,11 +288,15 @@ struct iot_wr {
  * wakes the sender. */
 #define IOT_RING_KICK(size) ((size) / 4)
 
-/* Out of line: the head has reached r->mark (a quarter full, or full, by
- * the producer's last view of the tail). */
-IOT_HIDDEN int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n);
+/* Out of line: the head has reached r->mark (cfg.help_at records waiting,
+ * a quarter full, or full, by the producer's last view of the tail).
+ * `help`: the caller is an MPI-IO call's own record, which may send the
+ * ring's records itself. */
+IOT_HIDDEN int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n, int help);
 
-static inline struct iot_rec *iot_rec_begin(struct iot_wr *w, uint64_t n)
+/* `help` is a constant at every call site: the hot path pays nothing for
+ * it. */
+static inline struct iot_rec *iot_rec_begin_at(struct iot_wr *w, uint64_t n, int help)
 {
     struct iot_ring *r = iot_t.ring;
     if (IOT_UNLIKELY(!r)) {
@@ -295,11 +305,16 @@ static inline struct iot_rec *iot_rec_begin(struct iot_wr *w, uint64_t n)
             return NULL;
     }
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    if (IOT_UNLIKELY(h + n > r->mark) && !iot_ring_room(r, h, n))
+    if (IOT_UNLIKELY(h + n > r->mark) && !iot_ring_room(r, h, n, help))
         return NULL;
     w->r = r;
     w->h = h;
     return &r->slots[h & r->mask].rec;
+}
+
+static inline struct iot_rec *iot_rec_begin(struct iot_wr *w, uint64_t n)
+{
+    return iot_rec_begin_at(w, n, 0);
 }
 
 static inline void iot_rec_end(const struct iot_wr *w, uint64_t n)

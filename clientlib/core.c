@@ -118,6 +118,10 @@ static void read_config(struct iot_config *c)
     c->linger_ms = env_u64("IOTRACE_LINGER_MS", 1000, 0, 600000);
     c->send_queue = env_u64("IOTRACE_SEND_QUEUE", 64, 1, 100000);
     c->sender_policy = env_policy("IOTRACE_SENDER_SCHED");
+    /* A batch, but at most half what makes a thread wake the sender
+     * (IOT_RING_KICK), so that a call sends its records before that. */
+    uint64_t at = c->ring_events / 8 < c->batch_events ? c->ring_events / 8 : c->batch_events;
+    c->help_at = env_flag("IOTRACE_INLINE_SEND", 1) && iot_g.kind != IOT_PRODUCER_SERVER ? at : 0;
     iot_paths_configure();
 }
 
@@ -330,7 +334,7 @@ static struct iot_ring *ring_attach(void)
         return NULL;
     }
     r->mask = n - 1;
-    r->mark = IOT_RING_KICK(n);
+    r->mark = iot_g.cfg.help_at ? iot_g.cfg.help_at : IOT_RING_KICK(n);
     r->map_size = size;
     r->tid = iot_tid();
     pthread_setspecific(ring_key, r);
@@ -348,10 +352,15 @@ static struct iot_ring *ring_attach(void)
  * otherwise wait for the scheduler's next tick (4 ms, 12 000 records at
  * the rate of a loop of system calls), and the rest of the ring must cover
  * that time.  Outside bursts the sender looks before a ring gets that
- * full, so this costs a system call or two per quarter ring of a burst. */
-int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n)
+ * full, so this costs a system call or two per quarter ring of a burst.
+ *
+ * Before that, with IOTRACE_INLINE_SEND, an MPI-IO call whose ring holds
+ * cfg.help_at records sends them itself (iot_sender_help); a POSIX call
+ * made inside one leaves that to the MPI-IO call's own record, next. */
+int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n, int help)
 {
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire), size = r->mask + 1;
+    uint64_t kick = IOT_RING_KICK(size), at = iot_g.cfg.help_at;
     if (h + n - tail > size) {
         r->mark = tail + size;
         atomic_store_explicit(&r->dropped,
@@ -359,15 +368,24 @@ int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n)
                               memory_order_relaxed);
         return 0;
     }
-    if (h + n - tail > IOT_RING_KICK(size)) {
+    if (h + n - tail > kick) {
         iot_sender_kick();
         sched_yield(); /* never fails, errno untouched */
         /* Not again before the ring looks full: kicking and yielding at
          * every further quarter while the sender drains dropped more (2
          * runs of 4 with rings of 8 192 records, against none of 5). */
         r->mark = tail + size;
+    } else if (at && h + n - tail > at) {
+        if (help && iot_sender_help(r))
+            r->mark = atomic_load_explicit(&r->tail, memory_order_acquire) + at;
+        else if (help) /* the sender is at work: try again a little later */
+            r->mark = h + n + 64 < tail + kick ? h + n + 64 : tail + kick;
+        else if (iot_t.mpi_depth)
+            r->mark = h + n;
+        else
+            r->mark = tail + kick;
     } else {
-        r->mark = tail + IOT_RING_KICK(size);
+        r->mark = tail + (at ? at : kick);
     }
     return 1;
 }

@@ -633,7 +633,7 @@ static void iot_mpi_enter_end(struct iot_mpi_call *c, unsigned func, unsigned fl
 IOT_COLD void record_long(struct iot_mpi_call c, uint64_t t1, int ret, uint64_t xfer)
 {
     struct iot_wr w;
-    struct iot_rec *r = iot_rec_begin(&w, 2);
+    struct iot_rec *r = iot_rec_begin_at(&w, 2, 1);
     if (!r)
         return;
     *r = (struct iot_rec){.t0 = c.t0, .callid = c.callid, .file = c.file, .offset = c.offset,
@@ -653,7 +653,7 @@ IOT_HOT void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t
         return;
     }
     struct iot_wr w;
-    struct iot_rec *r = iot_rec_begin(&w, 1);
+    struct iot_rec *r = iot_rec_begin_at(&w, 1, 1);
     if (!r)
         return;
     r->t0 = c->t0;

@@ -82,7 +82,14 @@ static struct {
     int flush_requested;
     uint64_t sweeps;
 
-    /* Owned by the sender thread from here on. */
+    /* The right to encode and send: whoever holds it owns everything below
+     * (the sender thread, or an MPI-IO call sending its thread's full batch
+     * itself, iot_sender_help).  A ZeroMQ socket may move between threads
+     * across a full barrier, which taking and giving it are. */
+    _Atomic int token;
+    _Atomic int ready; /* the socket is open: calls may send (iot_sender_help) */
+    struct name_entry *held; /* names taken from the queue, not yet sent */
+
     void *zctx, *zsock;
     uint64_t seq;
     size_t cap, n_mpiio, n_posix, n_disk;
@@ -105,6 +112,7 @@ static struct {
     uint64_t sent_events, sent_batches, failed_batches;
     int final;                /* the last sweep, at exit: nothing comes after it */
     uint64_t boxed_batches, boxed_bytes;
+    uint64_t call_batches;    /* of sent_batches, those MPI-IO calls sent (iot_sender_help) */
 } s = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .idle = PTHREAD_COND_INITIALIZER,
@@ -600,6 +608,7 @@ static void drain_ring(struct iot_ring *r, struct name_entry **names, int64_t no
 
 struct ring_fill {
     uint64_t pending; /* records waiting in all rings */
+    uint64_t fullest; /* records waiting in the fullest ring */
     uint64_t written; /* records the rings have taken, ever */
     uint64_t room;    /* free slots in the fullest ring */
     uint64_t least;   /* slots of the smallest ring */
@@ -613,6 +622,8 @@ static void ring_fill(struct ring_fill *f)
         uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
         uint64_t used = head - atomic_load_explicit(&r->tail, memory_order_relaxed);
         f->pending += used;
+        if (used > f->fullest)
+            f->fullest = used;
         f->written += head;
         if (r->mask + 1 - used < f->room)
             f->room = r->mask + 1 - used;
@@ -639,6 +650,16 @@ static void ring_fill(struct ring_fill *f)
 #define POLL_MAX_MS 20
 #define BURST_PER_MS 1000 /* records a thread makes in a ms at 1 M a second */
 
+/* Records waiting at which the sender thread sweeps before its flush
+ * interval: half a batch in all rings, or, when MPI-IO calls send their own
+ * (IOTRACE_INLINE_SEND), half again what makes one do so in one ring, so
+ * that it leaves them the work and does it only for threads that make no
+ * such calls. */
+static uint64_t sweep_at(void)
+{
+    return iot_g.cfg.help_at ? iot_g.cfg.help_at + iot_g.cfg.help_at / 2 : s.cap / 2;
+}
+
 static int64_t poll_interval_ms(const struct ring_fill *f, int64_t now_mono, int64_t now_real,
                                 int kicked)
 {
@@ -650,8 +671,12 @@ static int64_t poll_interval_ms(const struct ring_fill *f, int64_t now_mono, int
     uint64_t elapsed = (uint64_t)(now_mono - s.poll_ns);
     if (s.poll_ns && f->written >= s.poll_written && elapsed > 0) {
         uint64_t added = f->written - s.poll_written;
-        uint64_t batch_left = f->pending < s.cap / 2 ? s.cap / 2 - f->pending : 0;
-        uint64_t limit = batch_left < f->room / 2 ? batch_left : f->room / 2;
+        uint64_t at = sweep_at();
+        uint64_t batch_left = f->pending < at ? at - f->pending : 0;
+        /* With IOTRACE_INLINE_SEND the calls send their own batches; the
+         * sender thread only keeps the rings from filling. */
+        uint64_t limit = batch_left < f->room / 2 && !iot_g.cfg.help_at ? batch_left
+                                                                       : f->room / 2;
         if (added)
             ms = (int64_t)((double)limit / ((double)added / (double)elapsed) / 2e6);
     } else
@@ -667,15 +692,44 @@ static int64_t poll_interval_ms(const struct ring_fill *f, int64_t now_mono, int
     return ms;
 }
 
+/* The token (see s.token).  The sender thread waits for it; a call never
+ * does (iot_sender_help). */
+static int try_token(void)
+{
+    return !atomic_exchange_explicit(&s.token, 1, memory_order_acquire);
+}
+
+static void take_token(void)
+{
+    while (!try_token())
+        sched_yield(); /* a call holds it for one ring's drain at most */
+}
+
+static void give_token(void)
+{
+    atomic_store_explicit(&s.token, 0, memory_order_release);
+}
+
+/* Moves the queued names to s.held, behind those not sent yet; with
+ * s.lock held. */
+static void hold_names(void)
+{
+    struct name_entry **end = &s.held;
+    while (*end)
+        end = &(*end)->next;
+    *end = s.names;
+    s.names = NULL;
+    s.names_tail = &s.names;
+}
+
 static void sweep(void)
 {
+    take_token();
     iot_clock_calibrate();
     int64_t now = iot_now_ns();
 
     pthread_mutex_lock(&s.lock);
-    struct name_entry *names = s.names;
-    s.names = NULL;
-    s.names_tail = &s.names;
+    hold_names();
     struct iot_ring *rings = s.rings;
     pthread_mutex_unlock(&s.lock);
 
@@ -684,23 +738,45 @@ static void sweep(void)
     for (struct iot_ring *r = rings, *next; r; r = next) {
         next = r->next;
         int dead = atomic_load_explicit(&r->dead, memory_order_acquire);
-        drain_ring(r, &names, now);
+        drain_ring(r, &s.held, now);
         if (dead)
             unlink_dead(r);
     }
-    send_batch(&names, now);
-    if (names) { /* not sent: put them back in front of newer ones */
-        pthread_mutex_lock(&s.lock);
-        struct name_entry *last = names;
-        while (last->next)
-            last = last->next;
-        last->next = s.names;
-        if (!s.names)
-            s.names_tail = &last->next;
-        s.names = names;
-        pthread_mutex_unlock(&s.lock);
-    }
+    send_batch(&s.held, now); /* names it could not send stay held, in order */
     s.last_sweep_ns = now;
+    give_token();
+}
+
+/* An MPI-IO call whose thread has a batch waiting in its ring sends it
+ * itself (IOTRACE_INLINE_SEND): on a node whose cores all run ranks, the
+ * sender thread would take the core from a rank to do the same work, and
+ * the records are still in this core's cache.  It never waits: when the
+ * sender thread (or another call) is at work, or the queue of names is
+ * being written, it leaves the ring to the sender thread.  Not from POSIX
+ * wrappers, which may run in a signal handler, where encoding (malloc)
+ * must not.  1 when it drained the ring. */
+int iot_sender_help(struct iot_ring *r)
+{
+    if (!atomic_load_explicit(&s.ready, memory_order_acquire) || !try_token())
+        return 0;
+    int helped = 0;
+    if (s.zsock && !s.final && pthread_mutex_trylock(&s.lock) == 0) {
+        hold_names();
+        pthread_mutex_unlock(&s.lock);
+        int saved = errno;
+        iot_t.internal++; /* ZeroMQ's own system calls are not the application's */
+        int64_t now = iot_now_ns();
+        uint64_t before = s.sent_batches;
+        drain_ring(r, &s.held, now);
+        if (s.n_mpiio + s.n_posix + s.n_disk >= iot_g.cfg.help_at)
+            send_batch(&s.held, now);
+        s.call_batches += s.sent_batches - before;
+        iot_t.internal--;
+        errno = saved;
+        helped = 1;
+    }
+    give_token();
+    return helped;
 }
 
 /* ---- the thread ------------------------------------------------------------ */
@@ -847,6 +923,8 @@ static void *sender_main(void *arg)
     await_connection(500);
     if (!s.zsock)
         iot_debug_log("no agent connection; events will be counted as dropped");
+    else
+        atomic_store_explicit(&s.ready, 1, memory_order_release);
     /* Sweep when half a batch is waiting, a ring is filling up (a thread
      * woke the sender) or the flush interval passes; look as often as the
      * rings' filling needs (poll_interval_ms). */
@@ -858,10 +936,18 @@ static void *sender_main(void *arg)
         s.flush_requested = 0;
         pthread_mutex_unlock(&s.lock);
         int64_t now = iot_now_ns();
-        s.final = stop;
+        if (stop) { /* the last sweep: no call sends after it */
+            atomic_store_explicit(&s.ready, 0, memory_order_relaxed);
+            take_token();
+            s.final = 1;
+            give_token();
+        }
         struct ring_fill f;
         ring_fill(&f);
-        if (stop || flush || kicked || f.pending >= s.cap / 2 ||
+        /* With IOTRACE_INLINE_SEND, by ring: each thread's calls send
+         * their own. */
+        uint64_t waiting = iot_g.cfg.help_at ? f.fullest : f.pending;
+        if (stop || flush || kicked || waiting >= sweep_at() ||
             now - s.last_sweep_ns >= (int64_t)iot_g.cfg.flush_ms * 1000000) {
             sweep();
             ring_fill(&f);
@@ -878,6 +964,7 @@ static void *sender_main(void *arg)
     /* The last batch failed, and the drop box took none of it: its events
      * are counted now, in a batch of drop records alone, small enough for
      * the drop box whatever it already holds. */
+    take_token(); /* kept: s.final keeps calls out from here on */
     if (s.n_drops) {
         struct name_entry *none = NULL;
         send_batch(&none, iot_now_ns());
@@ -887,13 +974,15 @@ static void *sender_main(void *arg)
         unsent += s.drops[i].count;
     iot_debug_log("made %llu events: %llu sent in %llu batches, %llu counted in drop records "
                   "sent, %llu lost with no batch left to count them; %llu batches not taken "
-                  "by the agent, %llu left in its drop box",
+                  "by the agent, %llu left in its drop box; %llu batches sent by MPI-IO calls",
                   (unsigned long long)(s.made + unsent), (unsigned long long)s.sent_events,
                   (unsigned long long)s.sent_batches,
                   (unsigned long long)(s.made - s.sent_events), (unsigned long long)unsent,
-                  (unsigned long long)s.failed_batches, (unsigned long long)s.boxed_batches);
+                  (unsigned long long)s.failed_batches, (unsigned long long)s.boxed_batches,
+                  (unsigned long long)s.call_batches);
     if (close_socket())
         leave_running_total();
+    give_token();
     pthread_mutex_lock(&s.lock);
     s.working = 0;
     pthread_cond_broadcast(&s.idle);
@@ -980,9 +1069,16 @@ void iot_sender_fork_prepare(void)
     pthread_mutex_lock(&s.lock);
     while (s.working)
         pthread_cond_wait(&s.idle, &s.lock);
+    /* A call sending its batch does not need s.lock to finish (it only
+     * tries it), so this cannot wait on the fork. */
+    take_token();
 }
 
-void iot_sender_fork_parent(void) { pthread_mutex_unlock(&s.lock); }
+void iot_sender_fork_parent(void)
+{
+    give_token();
+    pthread_mutex_unlock(&s.lock);
+}
 
 void iot_sender_after_fork_child(void)
 {
@@ -1004,13 +1100,21 @@ void iot_sender_after_fork_child(void)
     }
     s.names = NULL;
     s.names_tail = &s.names;
+    for (e = s.held; e;) {
+        struct name_entry *next = e->next;
+        free(e);
+        e = next;
+    }
+    s.held = NULL;
+    atomic_store(&s.token, 0);
+    atomic_store(&s.ready, 0);
     s.started = s.stop = s.flush_requested = s.working = 0;
     atomic_store(&s.kick, KICK_AWAKE);
     s.zctx = s.zsock = NULL;
     s.seq = 0;
     s.made = s.sent_events = s.sent_batches = s.failed_batches = 0;
     s.final = 0;
-    s.boxed_batches = s.boxed_bytes = 0;
+    s.boxed_batches = s.boxed_bytes = s.call_batches = 0;
     s.n_mpiio = s.n_posix = s.n_disk = s.n_drops = 0;
     s.n_jobs = 1;
     s.job_uid_known = 0;

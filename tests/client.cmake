@@ -8,6 +8,8 @@ add_executable(aio_mix ${IOTRACE_TEST_DIR}/mpi/aio_mix.c)
 target_link_libraries(aio_mix PRIVATE MPI::MPI_C Threads::Threads)
 add_executable(steady_io ${IOTRACE_TEST_DIR}/mpi/steady_io.c)
 target_link_libraries(steady_io PRIVATE MPI::MPI_C)
+add_executable(thread_writes ${IOTRACE_TEST_DIR}/mpi/thread_writes.c)
+target_link_libraries(thread_writes PRIVATE MPI::MPI_C Threads::Threads)
 
 set(IOTRACE_IT_ARGS
   --collector=$<TARGET_FILE:iotrace-collector>
@@ -36,6 +38,9 @@ add_test(NAME client.transparency
 add_test(NAME client.aio
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_aio.py ${IOTRACE_IT_ARGS}
           --aio-app=$<TARGET_FILE:aio_mix>)
+add_test(NAME client.inline_send
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_inline_send.py ${IOTRACE_IT_ARGS}
+          --thread-app=$<TARGET_FILE:thread_writes>)
 add_test(NAME client.agent_killed
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_agent_kill.py ${IOTRACE_IT_ARGS}
           --steady-app=$<TARGET_FILE:steady_io>)
@@ -45,7 +50,8 @@ add_test(NAME client.paths
 add_test(NAME client.dropbox
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_dropbox.py ${IOTRACE_IT_ARGS})
 set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client.posix_and_fork client.transparency
-  client.aio client.agent_killed client.paths client.dropbox PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
+  client.aio client.inline_send client.agent_killed client.paths client.dropbox
+  PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
 set_tests_properties(client.dropbox PROPERTIES SKIP_RETURN_CODE 77)
 
 # Benchmarks (not tests), run by the scripts in tests/bench/ (docs/performance.md).

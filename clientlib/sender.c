@@ -699,10 +699,19 @@ static int try_token(void)
     return !atomic_exchange_explicit(&s.token, 1, memory_order_acquire);
 }
 
+/* A call holds it for one ring's drain at most, but may lose its core
+ * meanwhile on a busy node: after a few yields, sleep rather than spin
+ * against it for the core. */
 static void take_token(void)
 {
-    while (!try_token())
-        sched_yield(); /* a call holds it for one ring's drain at most */
+    for (int tries = 0; !try_token(); tries++) {
+        if (tries < 8) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 static void give_token(void)

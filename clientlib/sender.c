@@ -106,7 +106,6 @@ static struct {
     uint64_t lost_send;     /* events in batches the agent did not take */
     uint64_t made;          /* Body.made_through of the last batch handed over */
     int64_t last_sweep_ns;
-    int64_t last_flush_ns;
     uint64_t poll_written;  /* records the rings had taken at the last look */
     int64_t poll_ns;        /* when (CLOCK_MONOTONIC) */
     uint64_t sent_events, sent_batches, failed_batches;
@@ -505,7 +504,6 @@ static void send_batch(struct name_entry **names, int64_t now)
     s.n_mpiio = s.n_posix = s.n_disk = 0;
     s.n_jobs = 1;
     s.job_uid_known = 0;
-    s.last_flush_ns = now;
 }
 
 /* Sends what has accumulated as two batches (each split again if need be)

@@ -8,7 +8,18 @@
 # machine is doing.  LIBRARY (default: BUILD_DIR's) lets another build's
 # library be counted with this bench_client.
 # usage: bench-client.sh --instructions BUILD_DIR [LIBRARY]
+#
+# The distribution of single MPI_File_write_at times instead (each call timed
+# on its own): untraced, traced with MPI-IO calls sending their batches
+# (IOTRACE_INLINE_SEND=1, the default) and with the sender thread alone (0),
+# alternating, RUNS times each; medians of each percentile.
+# usage: bench-client.sh --latency BUILD_DIR [ITERATIONS] [RUNS]
 set -eu
+latency=0
+if [ "${1:-}" = --latency ]; then
+    latency=1
+    shift
+fi
 if [ "${1:-}" = --instructions ]; then
     b=${2:?build dir}
     lib=${3:-$b/clientlib/libiotrace-client.so}
@@ -54,6 +65,31 @@ collector=$!
 "$b/agent/iotrace-agent" --collector "tcp://127.0.0.1:$port" --listen "ipc://$work/a.sock" 2>"$work/a.log" &
 agent=$!
 while [ ! -S "$work/a.sock" ]; do sleep 0.05; done
+if [ $latency = 1 ]; then
+    for i in $(seq "$runs"); do
+        rm -f "$work/f"
+        mpiexec -n 1 "$b/tests/bench_client" "$work/f" "$n" latency | sed 's/^/untraced /'
+        for inline in 1 0; do
+            rm -f "$work/f"
+            mpiexec -n 1 -genv LD_PRELOAD "$b/clientlib/libiotrace-client.so" \
+                -genv IOTRACE_AGENT "ipc://$work/a.sock" -genv IOTRACE_INLINE_SEND $inline \
+                "$b/tests/bench_client" "$work/f" "$n" latency | sed "s/^/inline=$inline /"
+        done
+    done >"$work/results"
+    python3 - "$work/results" "$n" "$runs" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.split()[1].startswith("latency_")]
+keys = ["p50", "p99", "p99_9", "p99_99", "max"]
+print(f"bench-client --latency: {sys.argv[2]} MPI_File_write_at (8 B, /dev/shm) per run, each timed, "
+      f"median of {sys.argv[3]} runs per percentile, ns (load {sys.argv[4]} at the end)")
+print("  " + " ".join(f"{k:>9}" for k in ["run"] + keys))
+for mode in ("untraced", "inline=1", "inline=0"):
+    vals = [statistics.median(float(v) for m, k, v in rows if m == mode and k == f"latency_{key}_ns")
+            for key in keys]
+    print("  " + f"{mode:>9} " + " ".join(f"{v:9.0f}" for v in vals))
+PY
+    exit 0
+fi
 for i in $(seq "$runs"); do
     rm -f "$work/f"
     mpiexec -n 1 "$b/tests/bench_client" "$work/f" "$n" | sed 's/^/base /'

@@ -76,21 +76,24 @@ union iot_slot {
 
 _Static_assert(sizeof(union iot_slot) == 64, "a ring slot is one cache line");
 
-/* Single-producer (the owning thread) single-consumer (the sender) ring.
+/* Single-producer (the owning thread) single-consumer ring: the consumer is
+ * whoever holds the sender's right to send (the sender thread, or an MPI-IO
+ * call of the owning thread itself, sender.c), one at a time.
  * The first line is the producer's: the hot path reads and writes nothing
  * else of the header, and the sender writes nothing in it. */
 struct iot_ring {
     _Atomic uint64_t head;
     uint64_t mask;
-    /* Producer only: the head at which it looks at the sender's tail again,
-     * IOT_RING_KICK past the tail it last read (there it wakes the sender,
-     * iot_ring_room), or a whole ring past it (full: drop). */
+    /* Producer only: the head at which it looks at the consumer's tail
+     * again: cfg.help_at past the tail it last read (there an MPI-IO call
+     * sends the ring itself), IOT_RING_KICK past it (there it wakes the
+     * sender, iot_ring_room), or a whole ring past it (full: drop). */
     uint64_t mark;
     char pad0[40];
     _Atomic uint64_t tail;
     char pad1[56];
     _Atomic uint64_t dropped;  /* records lost because the ring was full */
-    uint64_t dropped_reported; /* sender only */
+    uint64_t dropped_reported; /* consumer only */
     _Atomic int dead;          /* owning thread exited */
     uint32_t tid;
     size_t map_size;

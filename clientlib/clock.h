@@ -1,8 +1,9 @@
 /* Event timestamps.
  *
  * Application threads read a raw clock: the invariant TSC where the CPU has
- * one (a few ns), clock_gettime(CLOCK_REALTIME) otherwise.  The sender
- * thread converts raw readings to CLOCK_REALTIME ns with a calibration it
+ * one (a few ns), clock_gettime(CLOCK_REALTIME) otherwise.  Whoever encodes
+ * a batch (the sender thread, or an MPI-IO call sending its own) converts
+ * raw readings to CLOCK_REALTIME ns with a calibration the sender thread
  * renews from clock_gettime on every sweep, so offsets and rate changes of
  * the system clock (or of libfaketime, which interposes clock_gettime) show
  * up in the converted times as they would with clock_gettime itself. */
@@ -33,13 +34,15 @@ static inline uint64_t iot_clock_raw(void)
 /* Chooses the raw clock (IOTRACE_CLOCK=tsc|gettime overrides; iot_g.use_tsc
  * says which) and takes the first calibration point. */
 IOT_HIDDEN void iot_clock_init(const char *choice);
-/* Takes a new calibration point; sender thread only. */
+/* Takes a new calibration point; sender thread, holding the right to
+ * send (sender.c). */
 IOT_HIDDEN void iot_clock_calibrate(void);
 
 /* Two calibration points: raw readings map linearly between them and are
  * extrapolated past the newer one until the next sweep renews it.  Written
- * and read by the sender thread only; here so that the conversions below,
- * made for every record, are inlined. */
+ * and read only by whoever holds the right to send (sender.c: the sender
+ * thread, or an MPI-IO call sending its batch); here so that the
+ * conversions below, made for every record, are inlined. */
 struct iot_clock_cal {
     uint64_t raw_a, raw_b;
     int64_t ns_a, ns_b;

@@ -1,8 +1,10 @@
-/* The sender thread: drains every thread's ring, converts times, builds
- * column batches, encodes and compresses them (proto/wire.c) and pushes them
- * to the node agent over ZeroMQ without ever waiting for it.  A batch the
- * agent cannot take right now is dropped and counted; the count travels in
- * the next batch as a drop record. */
+/* The sender: drains every thread's ring, converts times, builds column
+ * batches, encodes and compresses them (proto/wire.c) and pushes them to the
+ * node agent over ZeroMQ without ever waiting for it.  A batch the agent
+ * cannot take right now is dropped and counted; the count travels in the
+ * next batch as a drop record.  The library's sender thread does this, and
+ * so does an MPI-IO call whose ring holds a batch (iot_sender_help), one at
+ * a time (s.token). */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>

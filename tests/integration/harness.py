@@ -3,6 +3,7 @@ runs programs with libiotrace-client preloaded under mpiexec."""
 import collections
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -112,6 +113,21 @@ class Deployment:
                     return events
             time.sleep(0.3)
         raise AssertionError("events did not arrive in time; last count %d\n%s" % (len(events), self.logs()))
+
+
+EXIT_REPORT_RE = re.compile(
+    r"iotrace-client\[(\d+)\]: made (\d+) events: (\d+) sent in (\d+) batches, (\d+) counted in "
+    r"drop records sent, (\d+) lost with no batch left to count them; (\d+) batches not taken by "
+    r"the agent, (\d+) left in its drop box; (\d+) batches sent by MPI-IO calls")
+EXIT_REPORT_FIELDS = ("made", "sent", "batches", "counted", "lost", "not_taken", "boxed", "by_calls")
+
+
+def exit_reports(stderr):
+    """The library's exit reports (IOTRACE_VERBOSE=1) in a program's stderr:
+    {pid: {made, sent, batches, counted, lost, not_taken, boxed, by_calls}},
+    the fields in the order docs/client.md's IOTRACE_VERBOSE gives them."""
+    return {int(m.group(1)): dict(zip(EXIT_REPORT_FIELDS, map(int, m.groups()[1:])))
+            for m in EXIT_REPORT_RE.finditer(stderr)}
 
 
 def accounted(events):

@@ -19,14 +19,13 @@ is thrown away at exit, and their running total in the drop box makes
 readers count it."""
 import collections
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Deployment, accounted, mpirun_cmd, parse_bins  # noqa: E402
+from harness import Deployment, accounted, exit_reports, mpirun_cmd, parse_bins  # noqa: E402
 
 NPROCS = 2
 RUN_S = 5
@@ -34,8 +33,6 @@ JOB = "agent-kill"
 TAIL_JOB = "agent-down-at-exit"
 STOPPED_JOB = "agent-stopped"
 FROZEN_JOB = "agent-frozen"
-MADE_RE = re.compile(r"iotrace-client\[(\d+)\]: made (\d+) events: .*?(\d+) lost with no batch left.*?"
-                     r"(\d+) left in its drop box")
 
 
 def kill_agent(dep):
@@ -60,8 +57,7 @@ def boxed_reports(err):
     """Each rank's exit report, {pid: (made, lost uncounted, left in the drop
     box)}: every rank must have reported, lost nothing uncounted and used
     the drop box."""
-    made = {int(m.group(1)): (int(m.group(2)), int(m.group(3)), int(m.group(4)))
-            for m in MADE_RE.finditer(err)}
+    made = {pid: (r["made"], r["lost"], r["boxed"]) for pid, r in exit_reports(err).items()}
     assert len(made) == NPROCS, err
     assert all(unsent == 0 and boxed > 0 for _, unsent, boxed in made.values()), made
     return made
@@ -147,7 +143,7 @@ def agent_frozen(bins, dep):
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rc, err = dep.frozen_at_exit(job, 3.0)
     assert rc == 0, err
-    made = {int(m.group(1)): int(m.group(2)) for m in MADE_RE.finditer(err)}
+    made = {pid: r["made"] for pid, r in exit_reports(err).items()}
     assert len(made) == NPROCS, err
     totals = err.count("running total of")
     try:
@@ -190,9 +186,7 @@ def main():
         dep.start_collector()
         dep.start_agent()
 
-        made = {}
-        for m in MADE_RE.finditer(err):
-            made[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
+        made = {pid: (r["made"], r["lost"]) for pid, r in exit_reports(err).items()}
         assert len(made) == NPROCS, err
         assert all(unsent == 0 for _, unsent in made.values()), made
 

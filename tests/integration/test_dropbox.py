@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Deployment, accounted, parse_bins, sanitizer_env  # noqa: E402
+from harness import Deployment, accounted, exit_reports, parse_bins, sanitizer_env  # noqa: E402
 
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 JOB = "boxjob"
@@ -64,8 +64,7 @@ def frozen_agent(bins):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         rc, err = dep.frozen_at_exit(proc, 0.25, timeout=60)
         assert rc == 0, err
-        made = {int(m.group(1)): int(m.group(2))
-                for m in re.finditer(r"iotrace-client\[(\d+)\]: made (\d+) events:", err)}
+        made = {pid: r["made"] for pid, r in exit_reports(err).items()}
         assert made, err
         left = "running total of" in err
 
@@ -112,9 +111,7 @@ def main():
         # (not cat: coreutils close stderr at exit, before the library reports)
         r = as_nobody(["/usr/bin/python3", "-c", "open('/etc/os-release').read()"], env)
         assert r.returncode == 0, r.stderr
-        made = {int(m.group(1)): int(m.group(2)) for m in
-                re.finditer(r"iotrace-client\[(\d+)\]: made (\d+) events: .*?(\d+) left in its drop box",
-                            r.stderr) if int(m.group(3)) > 0}
+        made = {pid: rep["made"] for pid, rep in exit_reports(r.stderr).items() if rep["boxed"] > 0}
         assert made and sum(made.values()) > 0, r.stderr
         as_root = os.listdir(box)
         assert as_root and all(os.stat(os.path.join(box, f)).st_uid == 65534 for f in as_root), as_root

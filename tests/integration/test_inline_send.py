@@ -15,18 +15,14 @@ with their CallIDs in order and its offsets, each with the pwrite ROMIO made
 for it, and as many events as the processes made."""
 import collections
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Deployment, mpirun, parse_bins  # noqa: E402
+from harness import Deployment, exit_reports, mpirun, parse_bins  # noqa: E402
 
 NPROCS = 2
 THREADS = 3
 CALLS = 6000
-REPORT_RE = re.compile(r"iotrace-client\[(\d+)\]: made (\d+) events: (\d+) sent in (\d+) batches, "
-                       r"(\d+) counted in drop records sent, (\d+) lost .*?; "
-                       r"(\d+) batches sent by MPI-IO calls")
 
 
 def run(bins, dep, job, inline):
@@ -38,18 +34,19 @@ def run(bins, dep, job, inline):
            "IOTRACE_FLUSH_MS": "10000"}
     res = mpirun(bins, NPROCS, [bins["thread_app"], data, str(THREADS), str(CALLS)], env=env)
     assert res.returncode == 0 and res.stdout.strip() == "ok", (res.stdout, res.stderr)
-    reports = {int(m[1]): [int(x) for x in m.groups()[1:]] for m in REPORT_RE.finditer(res.stderr)}
+    reports = exit_reports(res.stderr)
     assert len(reports) == NPROCS, res.stderr
-    for pid, (made, sent, _batches, counted, lost, by_calls) in reports.items():
-        assert made == sent and counted == 0 and lost == 0, (pid, reports[pid])
+    for pid, r in reports.items():
+        assert r["made"] == r["sent"] and r["counted"] == 0 and r["lost"] == 0, (pid, r)
+        by_calls = r["by_calls"]
         if inline == "1":
             # 2 * CALLS records per thread, a batch per 1024: the calls send
             # most, not those waiting while another thread's call held the
             # right to send (6 threads on 2 cores: 41-59 of about 70 seen).
-            assert by_calls >= THREADS * 2 * CALLS // 1024 // 4, (pid, reports[pid])
+            assert by_calls >= THREADS * 2 * CALLS // 1024 // 4, (pid, r)
         else:
-            assert by_calls == 0, (pid, reports[pid])
-    made = sum(r[0] for r in reports.values())
+            assert by_calls == 0, (pid, r)
+    made = sum(r["made"] for r in reports.values())
 
     events = dep.wait_for(lambda ev: len(ev) >= made, job=job, timeout=60)
     assert len(events) == made, (len(events), made)
@@ -70,7 +67,7 @@ def run(bins, dep, job, inline):
         offs = [e["offset"] for e in ws]
         assert all(b - a == 8 for a, b in zip(offs, offs[1:])), (pid, tid, offs[:5])
         assert all(inner[c] == 1 for c in callids), (pid, tid)
-    calls = sum(r[5] for r in reports.values())
+    calls = sum(r["by_calls"] for r in reports.values())
     return made, calls
 
 

@@ -27,6 +27,9 @@
 /* Messages taken from producers per loop turn, so that acknowledgements and
  * sends are not starved while producers flood the socket. */
 #define INTAKE_BURST 256
+/* While producers keep the socket busy, the drop box is still looked at
+ * this long after its scan was due. */
+#define DROPBOX_MAX_WAIT_NS 4000000000LL
 #define LOOP_TICK_MS 100
 
 struct config {
@@ -414,12 +417,15 @@ static void note_backpressure(struct agent *a)
     a->full_logged = full;
 }
 
-static void take_from_producers(struct agent *a, int limit)
+/* 1 when batches may still be waiting in the socket. */
+static int take_from_producers(struct agent *a, int limit)
 {
-    for (int i = 0; i < limit && !tally_full(&a->intake.tally); i++)
+    int i = 0;
+    for (; i < limit && !tally_full(&a->intake.tally); i++)
         if (intake_take(&a->intake, &a->spool, &a->stats) <= 0)
             break;
     note_backpressure(a);
+    return i == limit || tally_full(&a->intake.tally);
 }
 
 /* Stop accepting: what producers already queued in the socket is still
@@ -502,13 +508,21 @@ static int run(struct agent *a)
          * of producer batches would carry their processing time in its
          * round trip. */
         uplink_handle(&a->uplink, &items[uplink_at]);
+        int backlog = 0;
         if (intake_at >= 0 && a->intake_open && (items[intake_at].revents & ZMQ_POLLIN))
-            take_from_producers(a, INTAKE_BURST);
+            backlog = take_from_producers(a, INTAKE_BURST);
         else if (a->intake_open)
             note_backpressure(a);
         now = iot_mono_ns();
         if (a->intake_open) {
-            dropbox_scan(&a->dropbox, now, &a->intake, &a->spool, &a->stats);
+            /* A process leaves its running total in the drop box after its
+             * last batches went into the socket: taken while batches still
+             * wait there, it would come before them, and the live figures
+             * would count them as lost (the store's readers take that
+             * back); so the scan waits for the socket to be read, up to
+             * DROPBOX_MAX_WAIT_NS. */
+            if (!backlog || now - a->dropbox.next_scan_ns >= DROPBOX_MAX_WAIT_NS)
+                dropbox_scan(&a->dropbox, now, &a->intake, &a->spool, &a->stats);
             tally_flush(&a->intake.tally, NULL, &a->spool, now, 0);
         }
         clocksync_tick(&a->clock, now);

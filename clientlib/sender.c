@@ -22,6 +22,7 @@
 
 #include "client.h"
 #include "clock.h"
+#include "handover.h"
 #include "timeutil.h"
 #include "wire.h"
 
@@ -114,6 +115,9 @@ static struct {
     int final;                /* the last sweep, at exit: nothing comes after it */
     uint64_t boxed_batches, boxed_bytes;
     uint64_t call_batches;    /* of sent_batches, those MPI-IO calls sent (iot_sender_help) */
+    /* Connections to the agent this process had before it made its own (a
+     * forked child has its parent's): not held at exit (handover.h). */
+    struct iot_handover inherited;
 } s = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .idle = PTHREAD_COND_INITIALIZER,
@@ -807,6 +811,7 @@ static void open_socket(void)
     zmq_setsockopt(s.zsock, ZMQ_LINGER, &linger, sizeof linger);
     /* Without a live agent, sends fail at once instead of queueing. */
     zmq_setsockopt(s.zsock, ZMQ_IMMEDIATE, &one, sizeof one);
+    iot_handover_find(iot_g.cfg.agent, NULL, &s.inherited, 0);
     if (zmq_connect(s.zsock, iot_g.cfg.agent) != 0) {
         iot_debug_log("cannot use agent endpoint %s: %s", iot_g.cfg.agent,
                       zmq_strerror(zmq_errno()));
@@ -849,13 +854,17 @@ static int close_socket(void)
     return queued && took_ms >= (int64_t)iot_g.cfg.linger_ms * 9 / 10;
 }
 
-/* Batches the agent had not taken when the linger ran out (it was stopped,
- * or too busy) vanish with the process, and whatever already went out
- * shows no gap to count them by.  A batch with no events, after the last
- * one, whose running total (Body.made_through) is everything handed over,
- * goes into the drop box: readers count what never arrived as lost
- * (DROP_LOST), and a late batch takes its events back from that count. */
-static void leave_running_total(void)
+/* Whatever the agent did not take vanishes with the process, and the last
+ * batches show no gap to count them by: when the linger ran out with
+ * batches queued, when the agent had not read the socket by then, and
+ * when ZeroMQ dropped what it had written last (handover.h) or the agent
+ * died holding it, which nothing here can see.  So a process that handed
+ * anything over leaves, after its last batch, a batch with no events
+ * whose running total (Body.made_through) is everything it handed over,
+ * in the agent's drop box: readers count what never arrived as lost
+ * (DROP_LOST), and a late batch takes its events back from that count.
+ * `why`: what went wrong for certain, or NULL. */
+static void leave_running_total(const char *why)
 {
     iot_producer prod;
     fill_producer(&prod);
@@ -870,16 +879,38 @@ static void leave_running_total(void)
     }
     if (dropbox_put(buf, len) == 0) {
         s.seq++;
-        iot_debug_log("the agent had not taken every batch when the linger (%llu ms) ran out: the "
-                      "running total of %llu events went into its drop box, so that readers "
-                      "count what it did not take as lost",
-                      (unsigned long long)iot_g.cfg.linger_ms, (unsigned long long)s.made);
-    } else {
-        iot_debug_log("the agent had not taken every batch when the linger (%llu ms) ran out, and "
-                      "its drop box took no running total: what it did not take is lost uncounted",
-                      (unsigned long long)iot_g.cfg.linger_ms);
+        if (why)
+            iot_debug_log("%s: the running total of %llu events went into its drop box, so that "
+                          "readers count what it did not take as lost",
+                          why, (unsigned long long)s.made);
+    } else if (why) {
+        iot_debug_log("%s, and its drop box took no running total: what it did not take is lost "
+                      "uncounted", why);
     }
     free(buf);
+}
+
+/* Closes the connection to the agent once the agent has read it, or the
+ * linger has run out (handover.h), and leaves the running total. */
+static void hand_over_last(void)
+{
+    struct iot_handover held = {0};
+    int used = s.zsock && s.sent_batches > s.boxed_batches;
+    if (used)
+        iot_handover_find(iot_g.cfg.agent, &s.inherited, &held, 1);
+    int64_t closing = iot_mono_ns();
+    int ran_out = close_socket();
+    long unread =
+        iot_handover_release(&held, closing + (int64_t)iot_g.cfg.linger_ms * 1000000);
+    char why[160];
+    if (ran_out)
+        snprintf(why, sizeof why, "the agent had not taken every batch when the linger (%llu ms) "
+                 "ran out", (unsigned long long)iot_g.cfg.linger_ms);
+    else if (unread)
+        snprintf(why, sizeof why, "the agent had not read %ld bytes of the last batches when the "
+                 "linger (%llu ms) ran out", unread, (unsigned long long)iot_g.cfg.linger_ms);
+    if (used)
+        leave_running_total(ran_out || unread ? why : NULL);
 }
 
 /* The sender thread sleeps on s.kick, a futex, rather than on a condition
@@ -989,8 +1020,7 @@ static void *sender_main(void *arg)
                   (unsigned long long)(s.made - s.sent_events), (unsigned long long)unsent,
                   (unsigned long long)s.failed_batches, (unsigned long long)s.boxed_batches,
                   (unsigned long long)s.call_batches);
-    if (close_socket())
-        leave_running_total();
+    hand_over_last();
     give_token();
     pthread_mutex_lock(&s.lock);
     s.working = 0;

@@ -2,7 +2,7 @@
 # that run the real iotrace-agent between the synthetic producer and a
 # scriptable test collector (tests/tools/agent-test.sh).
 add_executable(iotrace-producer ${IOTRACE_TEST_DIR}/tools/iotrace-producer.c)
-target_link_libraries(iotrace-producer PRIVATE iotrace-wire iotrace-common PkgConfig::ZMQ)
+target_link_libraries(iotrace-producer PRIVATE iotrace-wire iotrace-common iotrace-handover PkgConfig::ZMQ)
 
 add_executable(test-agent-collector ${IOTRACE_TEST_DIR}/unit/test_agent_collector.c)
 target_link_libraries(test-agent-collector PRIVATE iotrace-wire iotrace-common PkgConfig::ZMQ)

@@ -163,6 +163,11 @@ def forged(tmp):
         check(counted > 0, f"root's batches were not counted when over its share: {dict(got)}")
         m = re.findall(r"discarded=(\d+)", n.text())
         check(m and int(m[-1]) > 0, "none of the forger's batches discarded: its share was not limited")
+        # Every batch sent reached the agent's counters: none vanished in
+        # the socket when its producer exited (common/handover.h).
+        last = re.findall(r"stats: received=(\d+) invalid=(\d+) .* discarded=(\d+)", n.text())
+        taken = sum(map(int, last[-1])) if last else 0
+        check(taken == 3000 + batches, f"the agent took {taken} batches of the {3000 + batches} sent")
         print(f"ok: forged identities: nobody's 3000 batches, {m[-1] if m else '?'} discarded beyond its share; "
               f"root's {made} events after it: {got[('honest', False)]} stored + "
               f"{got[('honest', 'over_quota')]} over_quota + {got[('honest', 'agent_full')]} agent_full")

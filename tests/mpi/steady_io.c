@@ -4,7 +4,7 @@
  * a traced job that is running while its node's agent is killed and
  * restarted (tests/integration/test_agent_kill.py).
  * usage: steady_io FILE SECONDS
- * Prints "rank R calls N" at the end. */
+ * Prints "rank R calls N" when its calls are done, before MPI_Finalize. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +43,7 @@ int main(int argc, char **argv)
     }
     MPI_File_close(&fh);
     printf("rank %d calls %ld\n", rank, calls);
+    fflush(stdout); /* the end of the calls, seen at once by a test */
     MPI_Finalize();
     return 0;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "handover.h"
 #include "iot_functions.h"
 #include "log.h"
 #include "opts.h"
@@ -495,8 +496,14 @@ int main(int argc, char **argv)
     }
     int64_t t0 = iot_mono_ns();
     int rc = p.o.bad ? send_bad(&p) : send_good(&p);
+    /* As the client library does (common/handover.h): the connection stays
+     * until the agent has read it, or the linger has run out. */
+    struct iot_handover held;
+    iot_handover_find(p.o.agent, NULL, &held, 1);
+    int64_t closing = iot_mono_ns();
     zmq_close(p.sock);
     zmq_ctx_term(p.zctx);
+    iot_handover_release(&held, closing + (int64_t)linger * 1000000);
     double secs = (double)(iot_mono_ns() - t0) / 1e9;
     printf("key=%s epoch=%016llx batches=%ld sent_events=%llu bytes=%llu "
            "dropped_batches=%llu lost_events=%llu seconds=%.3f%s%s\n",

@@ -423,6 +423,12 @@ iot_body *iot_wire_body(const iot_batch *batch, char *err, size_t errlen)
         iot_fail(err, errlen, "malformed batch body");
         return NULL;
     }
+    if (iot_wire_expand_columns(body, alp, batch->version) < 0) {
+        iot_fail(err, errlen, "flat columns expand past %u values, or out of memory",
+                 IOT_WIRE_MAX_RAW);
+        iotrace__body__free_unpacked(body, alp);
+        return NULL;
+    }
     if (iot_wire_check_body(body, err, errlen) < 0) {
         iotrace__body__free_unpacked(body, alp);
         return NULL;

@@ -24,7 +24,7 @@
 #define IOT_DROPBOX_MAX_FILE (16u << 20)
 
 #define IOT_WIRE_MAGIC 0x52544f49u /* "IOTR" read as little-endian u32 */
-#define IOT_WIRE_VERSION 2u     /* what this build writes (column coding, below) */
+#define IOT_WIRE_VERSION 3u     /* what this build writes (column coding, flat columns) */
 #define IOT_WIRE_VERSION_MIN 1u /* the oldest it reads: stores written since 2026 */
 #define IOT_WIRE_MAX_BATCH (64u << 20) /* largest encoded batch accepted */
 #define IOT_WIRE_MAX_RAW (256u << 20)  /* largest uncompressed body accepted */
@@ -111,6 +111,12 @@ void iot_wire_delta_decode(int64_t *values, size_t n);
  * sees coded values. */
 void iot_wire_code_columns(const iot_body *body);
 void iot_wire_uncode_columns(const iot_body *body, uint32_t version);
+
+/* Makes the flat columns of a body of `version` (3 on: a column of two
+ * values in a table of more rows, docs/wire-format.md) whole, with `alp`
+ * (NULL: malloc), before its columns are checked or uncoded.  -1 when
+ * memory is short or the body would expand past IOT_WIRE_MAX_RAW values. */
+int iot_wire_expand_columns(iot_body *body, ProtobufCAllocator *alp, uint32_t version);
 
 /* CRC-32 (zlib polynomial) as used by batches and the collector's store. */
 uint32_t iot_wire_crc32(const uint8_t *data, size_t len);

@@ -15,7 +15,14 @@
  * agent counters) is small and left to protobuf-c.  The bytes are those
  * protobuf-c writes for the coded columns (the test wire.unit compares 400
  * random bodies); iot_wire_code_columns() codes the same way in place, and
- * iot_wire_uncode_columns() undoes it, from the same table of codings. */
+ * iot_wire_uncode_columns() undoes it, from the same table of codings.
+ *
+ * Since version 3 a column whose coded values after the first are all the
+ * same (a file, a transfer size, a thread, one more CallID each row) is
+ * written as those two values, a "flat" column: it costs a look at each
+ * value instead of writing each, and leaves LZ4 the columns that vary
+ * (docs/wire-format.md, "Flat columns"); iot_wire_expand_columns() makes
+ * it whole again before anything else reads it. */
 #include "wire.h"
 
 #include <stdlib.h>
@@ -244,6 +251,139 @@ void iot_wire_uncode_columns(const iot_body *b, uint32_t version)
         iot_wire_delta_decode(b->disk->t_start, b->disk->n_t_start);
 }
 
+/* ---- flat columns (version 3) ------------------------------------------- */
+
+static size_t value_size(const ProtobufCFieldDescriptor *f)
+{
+    return f->type == PROTOBUF_C_TYPE_UINT32 || f->type == PROTOBUF_C_TYPE_SINT32 ? 4 : 8;
+}
+
+/* 1 when the coded values of a column of n > 2 after the first are all
+ * equal.  Each coding's difference is compared as it is, before zig-zag,
+ * which maps equal differences to equal values; a varying column is
+ * mostly told at its second or third value. */
+static int column_flat(const ProtobufCFieldDescriptor *f, const void *v, size_t n,
+                       enum coding how, const uint64_t *bytes)
+{
+    const uint64_t *u = v;
+    const uint32_t *w = v;
+    if (value_size(f) == 4) { /* PLAIN or DELTA: the only codings of 32-bit columns */
+        uint32_t d = how == DELTA ? w[1] - w[0] : w[1];
+        for (size_t i = 2; i < n; i++)
+            if ((how == DELTA ? w[i] - w[i - 1] : w[i]) != d)
+                return 0;
+        return 1;
+    }
+    switch (how) {
+    case PLAIN:
+        for (size_t i = 2; i < n; i++)
+            if (u[i] != u[1])
+                return 0;
+        return 1;
+    case DELTA:
+        for (size_t i = 2; i < n; i++)
+            if (u[i] - u[i - 1] != u[1] - u[0])
+                return 0;
+        return 1;
+    case SEQ:
+        for (size_t i = 2; i < n; i++)
+            if (u[i] - (u[i - 1] + bytes[i - 1]) != u[1] - (u[0] + bytes[0]))
+                return 0;
+        return 1;
+    case LESS_BYTES:
+        for (size_t i = 2; i < n; i++)
+            if (u[i] - bytes[i] != u[1] - bytes[1])
+                return 0;
+        return 1;
+    case BYTES_LESS:
+        for (size_t i = 2; i < n; i++)
+            if (bytes[i] - u[i] != bytes[1] - u[1])
+                return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* The rows of a table: its longest column. */
+static size_t table_rows(const ProtobufCMessage *m)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    size_t rows = 0;
+    for (unsigned i = 0; i < d->n_fields; i++)
+        if (count_of(m, &d->fields[i]) > rows)
+            rows = count_of(m, &d->fields[i]);
+    return rows;
+}
+
+/* Which columns of a table go flat (bit i: column i): those of every row,
+ * more than two, whose coded values after the first are equal, but never
+ * all of them, so that a column in full gives the reader the rows. */
+static unsigned flat_columns(const ProtobufCMessage *m, const struct table_coding *tc)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    size_t rows = table_rows(m);
+    unsigned flat = 0, full = 0, first = 0;
+    if (rows <= 2)
+        return 0;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        size_t n = count_of(m, f);
+        if (!n)
+            continue;
+        if (!flat && !full)
+            first = i;
+        if (n == rows && column_flat(f, values_of(m, f), n, column_coding(tc, i, n), tc->bytes))
+            flat |= 1u << i;
+        else
+            full = 1;
+    }
+    return full ? flat : flat & ~(1u << first);
+}
+
+static int expand_table(ProtobufCMessage *m, ProtobufCAllocator *alp, size_t *budget)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    size_t rows = table_rows(m);
+    if (rows <= 2 || !is_columns(d))
+        return 0;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (count_of(m, f) != 2)
+            continue;
+        if (rows > *budget)
+            return -1;
+        *budget -= rows;
+        size_t size = value_size(f);
+        char *old = values_of(m, f);
+        char *v = alp ? alp->alloc(alp->allocator_data, rows * size) : malloc(rows * size);
+        if (!v)
+            return -1;
+        memcpy(v, old, size);
+        for (size_t r = 1; r < rows; r++)
+            memcpy(v + r * size, old + size, size);
+        alp ? alp->free(alp->allocator_data, old) : free(old);
+        *(void **)((char *)m + f->offset) = v;
+        *(size_t *)((char *)m + f->quantifier_offset) = rows;
+    }
+    return 0;
+}
+
+int iot_wire_expand_columns(iot_body *b, ProtobufCAllocator *alp, uint32_t version)
+{
+    if (version < 3)
+        return 0;
+    ProtobufCMessage *t[3] = {b->mpiio ? &b->mpiio->base : NULL,
+                              b->posix ? &b->posix->base : NULL,
+                              b->disk ? &b->disk->base : NULL};
+    /* At most as many values as a body of the largest size could hold
+     * written in full, so that a small batch cannot make a vast one. */
+    size_t budget = IOT_WIRE_MAX_RAW;
+    for (int k = 0; k < 3; k++)
+        if (t[k] && expand_table(t[k], alp, &budget) < 0)
+            return -1;
+    return 0;
+}
+
 /* ---- writing ------------------------------------------------------------ */
 
 /* Writes one column, coded, from the caller's values (left untouched). */
@@ -345,9 +485,10 @@ static uint8_t *put_table(uint8_t *p, uint32_t id, const ProtobufCMessage *m,
                           const struct table_coding *tc)
 {
     const ProtobufCMessageDescriptor *d = m->descriptor;
+    unsigned flat = flat_columns(m, tc);
     size_t guess = 0;
     for (unsigned i = 0; i < d->n_fields; i++) {
-        size_t g = column_guess(&d->fields[i], count_of(m, &d->fields[i]));
+        size_t g = column_guess(&d->fields[i], flat >> i & 1 ? 2 : count_of(m, &d->fields[i]));
         guess += g ? 1 + varint_size(g) + g : 0;
     }
     p = put_varint(p, (uint64_t)id << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED);
@@ -357,10 +498,12 @@ static uint8_t *put_table(uint8_t *p, uint32_t id, const ProtobufCMessage *m,
         size_t n = count_of(m, f);
         if (!n) /* protobuf-c leaves an empty repeated field out */
             continue;
+        /* A flat column's first two values, coded as the whole column is. */
+        size_t w = flat >> i & 1 ? 2 : n;
         q = put_varint(q, (uint64_t)f->id << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED);
-        uint8_t *data = q + varint_size(column_guess(f, n));
+        uint8_t *data = q + varint_size(column_guess(f, w));
         q = close_delimited(
-            q, data, put_column(data, f, values_of(m, f), n, column_coding(tc, i, n), tc->bytes));
+            q, data, put_column(data, f, values_of(m, f), w, column_coding(tc, i, n), tc->bytes));
     }
     return close_delimited(p, table, q);
 }

@@ -160,7 +160,7 @@ def first_run(tmp, store, endpoint):
           "6 malformed messages" in log, "final counts wrong:\n" + log)
     check(log.count("malformed batch envelope") == 1,
           "repeated rejections were not rate limited:\n" + log)
-    check("checksum mismatch" in log and "unsupported format version 3" in log,
+    check("checksum mismatch" in log and "unsupported format version 4" in log,
           "rejection reasons not logged")
     check("unknown protocol 'XYZ9'" in log and "unknown type 'FOO'" in log,
           "malformed messages not logged")

@@ -290,12 +290,79 @@ static uint8_t *uncompressed_batch(struct fixture *f, uint32_t version, size_t *
     return out;
 }
 
-/* The size of a body as a batch carries it: columns coded. */
+/* Flat columns as version 3 writes them, worked out here on their own from
+ * a table coded in place: every column of all the rows, more than two,
+ * whose values after the first are equal, cut to two values; but never
+ * every column, so the first stays whole.  `saved` keeps the counts. */
+static void cut_flat(ProtobufCMessage *m, size_t saved[16])
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    size_t rows = 0;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        saved[i] = *(size_t *)((char *)m + d->fields[i].quantifier_offset);
+        rows = saved[i] > rows ? saved[i] : rows;
+    }
+    unsigned flat = 0;
+    int full = 0, first = -1;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        size_t n = saved[i];
+        if (!n)
+            continue;
+        if (first < 0)
+            first = (int)i;
+        size_t w = f->type == PROTOBUF_C_TYPE_UINT32 || f->type == PROTOBUF_C_TYPE_SINT32 ? 4 : 8;
+        const char *v = *(char *const *)((const char *)m + f->offset);
+        int same = n == rows && rows > 2;
+        for (size_t j = 2; same && j < n; j++)
+            same = memcmp(v + j * w, v + w, w) == 0;
+        if (same)
+            flat |= 1u << i;
+        else
+            full = 1;
+    }
+    if (!full && first >= 0)
+        flat &= ~(1u << first);
+    for (unsigned i = 0; i < d->n_fields; i++)
+        if (flat >> i & 1)
+            *(size_t *)((char *)m + d->fields[i].quantifier_offset) = 2;
+}
+
+static void put_back(ProtobufCMessage *m, const size_t saved[16])
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    for (unsigned i = 0; i < d->n_fields; i++)
+        *(size_t *)((char *)m + d->fields[i].quantifier_offset) = saved[i];
+}
+
+/* What protobuf-c writes for a body as a batch of this version carries it
+ * (columns coded, flat ones cut), into a new buffer of *len bytes. */
+static uint8_t *pack_as_carried(const iot_body *body, size_t *len)
+{
+    ProtobufCMessage *t[3] = {body->mpiio ? &body->mpiio->base : NULL,
+                              body->posix ? &body->posix->base : NULL,
+                              body->disk ? &body->disk->base : NULL};
+    size_t saved[3][16];
+    iot_wire_code_columns(body);
+    for (int k = 0; k < 3; k++)
+        if (t[k])
+            cut_flat(t[k], saved[k]);
+    *len = protobuf_c_message_get_packed_size(&body->base);
+    uint8_t *out = malloc(*len + 1);
+    assert_non_null(out);
+    protobuf_c_message_pack(&body->base, out);
+    for (int k = 0; k < 3; k++)
+        if (t[k])
+            put_back(t[k], saved[k]);
+    iot_wire_uncode_columns(body, IOT_WIRE_VERSION);
+    return out;
+}
+
+/* The size of a body as a batch carries it. */
 static size_t coded_size(const iot_body *body)
 {
-    iot_wire_code_columns(body);
-    size_t n = protobuf_c_message_get_packed_size(&body->base);
-    iot_wire_uncode_columns(body, IOT_WIRE_VERSION);
+    size_t n;
+    free(pack_as_carried(body, &n));
     return n;
 }
 
@@ -601,6 +668,21 @@ static void test_delta_coding(void **state)
     assert_memory_equal(v, orig, sizeof v);
 }
 
+/* An MPI-IO table of n rows over the caller's columns. */
+static Iotrace__MpiioEvents mpiio_table(size_t n, uint32_t *func, uint32_t *tid, uint64_t *callid,
+                                        uint64_t *file, int64_t *off, uint64_t *bytes,
+                                        uint64_t *xfer, int64_t *t, uint64_t *dur, int32_t *ret,
+                                        uint64_t *coll)
+{
+    Iotrace__MpiioEvents m = IOTRACE__MPIIO_EVENTS__INIT;
+    m.n_func = m.n_tid = m.n_callid = m.n_file = m.n_offset = m.n_bytes = m.n_xfer = n;
+    m.n_t_start = m.n_duration = m.n_ret = m.n_coll_seq = n;
+    m.func = func, m.tid = tid, m.callid = callid, m.file = file, m.offset = off;
+    m.bytes = bytes, m.xfer = xfer, m.t_start = t, m.duration = dur, m.ret = ret;
+    m.coll_seq = coll;
+    return m;
+}
+
 /* Sequential transfers of one thread become runs of 0 and 1 that LZ4 all
  * but removes: the point of the column coding. */
 static void test_column_coding(void **state)
@@ -618,12 +700,8 @@ static void test_column_coding(void **state)
         off[i] = (int64_t)i * 4096 + (1ll << 30), t[i] = 1700000000000000000 + i * 2600;
         ret[i] = 0, ret64[i] = 4096;
     }
-    Iotrace__MpiioEvents m = IOTRACE__MPIIO_EVENTS__INIT;
-    m.n_func = m.n_tid = m.n_callid = m.n_file = m.n_offset = m.n_bytes = m.n_xfer = N;
-    m.n_t_start = m.n_duration = m.n_ret = m.n_coll_seq = N;
-    m.func = func, m.tid = tid, m.callid = callid, m.file = file, m.offset = off;
-    m.bytes = bytes, m.xfer = xfer, m.t_start = t, m.duration = dur, m.ret = ret;
-    m.coll_seq = coll;
+    Iotrace__MpiioEvents m =
+        mpiio_table(N, func, tid, callid, file, off, bytes, xfer, t, dur, ret, coll);
     Iotrace__PosixEvents p = IOTRACE__POSIX_EVENTS__INIT;
     p.n_func = p.n_tid = p.n_callid = p.n_file = p.n_offset = p.n_bytes = N;
     p.n_t_start = p.n_duration = p.n_ret = N;
@@ -663,6 +741,82 @@ static void test_column_coding(void **state)
         assert_true(xfer[i] == 4096 && ret64[i] == 4096);
         assert_true(t[i] == 1700000000000000000 + i * 2600 && p_t[i] == t[i]);
     }
+}
+
+/* The body of an encoded batch as it travels: columns coded, flat ones as
+ * two values (protobuf-c's reading of the raw bytes). */
+static iot_body *raw_body(const uint8_t *buf, size_t len)
+{
+    iot_batch *b;
+    iot_wire_free_body(decode_ok(buf, len, &b));
+    uint8_t *raw = malloc(b->raw_size);
+    assert_non_null(raw);
+    assert_int_equal(LZ4_decompress_safe((const char *)b->body.data, (char *)raw,
+                                         (int)b->body.len, (int)b->raw_size),
+                     (int)b->raw_size);
+    iot_body *body = iotrace__body__unpack(NULL, b->raw_size, raw);
+    assert_non_null(body);
+    free(raw);
+    iot_wire_free_batch(b);
+    return body;
+}
+
+/* Sequential calls: every column but the one that varies goes as two
+ * values, and comes back whole; a table that does not vary at all keeps
+ * its first column whole, which gives the reader the rows. */
+static void test_flat_columns(void **state)
+{
+    (void)state;
+    enum { N = 500 };
+    static uint32_t func[N], tid[N], job[N];
+    static uint64_t callid[N], file[N], bytes[N], xfer[N], dur[N], same_dur[N], coll[N];
+    static int64_t off[N], t[N], ret64[N];
+    static int32_t ret[N];
+    for (int i = 0; i < N; i++) {
+        func[i] = IOT_F_MPIIO_MPI_File_read_at, tid[i] = 31000, job[i] = 1;
+        callid[i] = (7ull << 40) | (uint64_t)(i + 1), file[i] = 0xabcdef;
+        bytes[i] = xfer[i] = 4096, dur[i] = 2000 + (uint64_t)(i * 7919 % 613), coll[i] = 0;
+        same_dur[i] = 900;
+        off[i] = (int64_t)i * 4096 + (1ll << 30), t[i] = 1700000000000000000 + i * 2600;
+        ret[i] = 0, ret64[i] = 4096;
+    }
+    xfer[N - 1] = 100; /* a short read at the end: xfer stays whole */
+    Iotrace__MpiioEvents m =
+        mpiio_table(N, func, tid, callid, file, off, bytes, xfer, t, dur, ret, coll);
+    Iotrace__DiskEvents d = IOTRACE__DISK_EVENTS__INIT;
+    d.n_func = d.n_tid = d.n_job = d.n_callid = d.n_file = d.n_offset = d.n_bytes = N;
+    d.n_t_start = d.n_duration = d.n_ret = N;
+    d.func = func, d.tid = tid, d.job = job, d.callid = callid, d.file = file, d.offset = off;
+    d.bytes = bytes, d.t_start = t, d.duration = same_dur, d.ret = ret64;
+    char *jobs[2] = {"", "slurm.1001"};
+    iot_body body = IOTRACE__BODY__INIT;
+    body.mpiio = &m, body.disk = &d;
+    body.n_jobs = 2, body.jobs = jobs;
+
+    struct fixture f;
+    make_fixture(&f);
+    size_t len;
+    uint8_t *buf = encode(&f, &body, 1, &len);
+    iot_body *got = decode_ok(buf, len, NULL);
+    assert_mpiio_equal(got->mpiio, &m);
+    assert_disk_equal(got->disk, &d);
+    iot_wire_free_body(got);
+
+    iot_body *raw = raw_body(buf, len);
+    assert_int_equal(raw->mpiio->n_func, 2);
+    assert_int_equal(raw->mpiio->n_callid, 2);
+    assert_int_equal(raw->mpiio->n_file, 2); /* 8 bytes a row before */
+    assert_int_equal(raw->mpiio->n_offset, 2);
+    assert_int_equal(raw->mpiio->n_t_start, 2);
+    assert_int_equal(raw->mpiio->n_duration, N);
+    assert_int_equal(raw->mpiio->n_xfer, N);
+    /* Nothing varies in the disk table: its first column stays whole. */
+    assert_int_equal(raw->disk->n_func, N);
+    assert_int_equal(raw->disk->n_job, 2);
+    assert_int_equal(raw->disk->n_duration, 2);
+    assert_int_equal(raw->disk->n_ret, 2);
+    iotrace__body__free_unpacked(raw, NULL);
+    free(buf);
 }
 
 /* Any values at all come back exactly: every step wraps. */
@@ -717,7 +871,7 @@ static void test_version1_is_read(void **state)
     free(buf);
     /* Nor is a version from the future taken for one it knows. */
     buf = uncompressed_batch(&f, IOT_WIRE_VERSION + 1, &len);
-    assert_rejected(buf, len, "unsupported format version 3 (this build reads versions 1 to 2)");
+    assert_rejected(buf, len, "unsupported format version 4 (this build reads versions 1 to 3)");
     free(buf);
 }
 
@@ -884,7 +1038,7 @@ static void test_envelope_defects(void **state)
 
     b->version = IOT_WIRE_VERSION + 1;
     buf = repack(b, 0, &len);
-    assert_rejected(buf, len, "unsupported format version 3 (this build reads versions 1 to 2)");
+    assert_rejected(buf, len, "unsupported format version 4 (this build reads versions 1 to 3)");
     free(buf);
     b->version = IOT_WIRE_VERSION;
 
@@ -974,8 +1128,8 @@ static void test_stray_traffic(void **state)
 
 /* Builds a batch around an arbitrary raw body, correctly compressed and
  * sealed, so that only the body's own defect is left to find. */
-static uint8_t *wrap_raw_body(struct fixture *f, const iot_body *body, uint32_t count,
-                              size_t *len)
+static uint8_t *wrap_raw_body_version(struct fixture *f, const iot_body *body, uint32_t count,
+                                      uint32_t version, size_t *len)
 {
     size_t raw_len = protobuf_c_message_get_packed_size(&body->base);
     uint8_t *raw = malloc(raw_len + 1);
@@ -985,7 +1139,7 @@ static uint8_t *wrap_raw_body(struct fixture *f, const iot_body *body, uint32_t 
     int lz_len = LZ4_compress_default((char *)raw, (char *)lz, (int)raw_len, bound);
     iot_batch b = IOTRACE__BATCH__INIT;
     b.magic = IOT_WIRE_MAGIC;
-    b.version = IOT_WIRE_VERSION;
+    b.version = version;
     b.producer = &f->producer;
     b.seq = 1;
     b.event_count = count;
@@ -999,6 +1153,12 @@ static uint8_t *wrap_raw_body(struct fixture *f, const iot_body *body, uint32_t 
     return out;
 }
 
+static uint8_t *wrap_raw_body(struct fixture *f, const iot_body *body, uint32_t count,
+                              size_t *len)
+{
+    return wrap_raw_body_version(f, body, count, IOT_WIRE_VERSION, len);
+}
+
 static void test_body_defects(void **state)
 {
     (void)state;
@@ -1008,8 +1168,17 @@ static void test_body_defects(void **state)
     char err[256];
 
     make_fixture(&f);
-    f.mpiio.n_xfer = N_EV - 1;
+    f.mpiio.n_xfer = N_EV - 2;
     buf = wrap_raw_body(&f, &f.body, 13, &len);
+    assert_rejected(buf, len, "mpiio column 'xfer' has 1 values, expected 3");
+    free(buf);
+    assert_int_equal(iot_wire_encode(&f.producer, 1, 1, &f.body, &buf, &len, err, sizeof err),
+                     -1);
+    assert_string_equal(err, "mpiio column 'xfer' has 1 values, expected 3");
+    /* Two values of three rows: a flat column since version 3, too short
+     * before, and never short in memory. */
+    f.mpiio.n_xfer = N_EV - 1;
+    buf = wrap_raw_body_version(&f, &f.body, 13, 2, &len);
     assert_rejected(buf, len, "mpiio column 'xfer' has 2 values, expected 3");
     free(buf);
     assert_int_equal(iot_wire_encode(&f.producer, 1, 1, &f.body, &buf, &len, err, sizeof err),
@@ -1023,9 +1192,9 @@ static void test_body_defects(void **state)
     free(buf);
 
     make_fixture(&f);
-    f.disk.n_job = N_EV - 1;
+    f.disk.n_job = N_EV - 2;
     buf = wrap_raw_body(&f, &f.body, 13, &len);
-    assert_rejected(buf, len, "disk column 'job' has 2 values, expected 3");
+    assert_rejected(buf, len, "disk column 'job' has 1 values, expected 3");
     free(buf);
 
     make_fixture(&f);
@@ -1258,13 +1427,26 @@ static void test_body_pack_matches_protobuf_c(void **state)
         }
         body.made_through = rnd() % 2 ? rnd_value() : 0;
 
-        /* What protobuf-c writes for the columns coded in place. */
-        iot_wire_code_columns(&body);
-        size_t want_len = protobuf_c_message_get_packed_size(&body.base);
-        uint8_t *want = malloc(want_len + 1);
-        assert_non_null(want);
-        protobuf_c_message_pack(&body.base, want);
-        iot_wire_uncode_columns(&body, IOT_WIRE_VERSION);
+        /* Some columns flat: their coded values after the first made equal. */
+        if (rnd() % 2) {
+            ProtobufCMessage *t[3] = {body.mpiio ? &body.mpiio->base : NULL,
+                                      body.posix ? &body.posix->base : NULL,
+                                      body.disk ? &body.disk->base : NULL};
+            iot_wire_code_columns(&body);
+            for (int k = 0; k < 3; k++)
+                for (unsigned i = 0; t[k] && i < t[k]->descriptor->n_fields; i++) {
+                    const ProtobufCFieldDescriptor *f = &t[k]->descriptor->fields[i];
+                    size_t c = *(size_t *)((char *)t[k] + f->quantifier_offset);
+                    size_t w = f->type == PROTOBUF_C_TYPE_UINT32 || f->type == PROTOBUF_C_TYPE_SINT32 ? 4 : 8;
+                    char *v = *(char **)((char *)t[k] + f->offset);
+                    for (size_t j = 2; rnd() % 2 && j < c; j++)
+                        memcpy(v + j * w, v + w, w);
+                }
+            iot_wire_uncode_columns(&body, IOT_WIRE_VERSION);
+        }
+        /* What protobuf-c writes for the columns coded, flat ones cut. */
+        size_t want_len;
+        uint8_t *want = pack_as_carried(&body, &want_len);
         assert_unpacks_alike(want, want_len);
         size_t len;
         uint8_t *fresh = iot_wire_body_pack_new(&body, IOT_WIRE_MAX_RAW, &len);
@@ -1302,6 +1484,7 @@ int main(void)
         cmocka_unit_test(test_function_table),
         cmocka_unit_test(test_stamp_sender),
         cmocka_unit_test(test_body_pack_matches_protobuf_c),
+        cmocka_unit_test(test_flat_columns),
         cmocka_unit_test(test_body_unpack_unusual),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

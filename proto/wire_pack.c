@@ -35,8 +35,25 @@ static inline uint32_t zigzag32(int32_t v)
     return ((uint32_t)v << 1) ^ (uint32_t)(v >> 31);
 }
 
+/* With the flat columns gone, what is left to write is mostly times of two
+ * or three bytes: those without the loop. */
 static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
+    if (v < 0x80) {
+        *p = (uint8_t)v;
+        return p + 1;
+    }
+    if (v < 0x4000) {
+        p[0] = (uint8_t)(v | 0x80);
+        p[1] = (uint8_t)(v >> 7);
+        return p + 2;
+    }
+    if (v < 0x200000) {
+        p[0] = (uint8_t)(v | 0x80);
+        p[1] = (uint8_t)(v >> 7 | 0x80);
+        p[2] = (uint8_t)(v >> 14);
+        return p + 3;
+    }
     while (v >= 0x80) {
         *p++ = (uint8_t)(v | 0x80);
         v >>= 7;
@@ -258,48 +275,48 @@ static size_t value_size(const ProtobufCFieldDescriptor *f)
     return f->type == PROTOBUF_C_TYPE_UINT32 || f->type == PROTOBUF_C_TYPE_SINT32 ? 4 : 8;
 }
 
+/* Whether expr (of index k) XOR d is 0 for every k from 2 to n, looked at
+ * in blocks of FLAT_BLOCK without a branch inside one, which the compiler
+ * turns into vector instructions at -O2 (a fixed count): under two
+ * instructions a value, where writing one took about seven.  A column
+ * that varies is told by its first block. */
+#define FLAT_BLOCK 32
+#define FLAT_SCAN(T, expr, d)                                                  \
+    do {                                                                       \
+        size_t k = 2;                                                          \
+        for (; k + FLAT_BLOCK <= n; k += FLAT_BLOCK) {                         \
+            T acc_ = 0;                                                        \
+            for (size_t b_ = 0; b_ < FLAT_BLOCK; b_++, k++)                    \
+                acc_ |= (T)(expr) ^ (d);                                       \
+            k -= FLAT_BLOCK;                                                   \
+            if (acc_)                                                          \
+                return 0;                                                      \
+        }                                                                      \
+        T acc_ = 0;                                                            \
+        for (; k < n; k++)                                                     \
+            acc_ |= (T)(expr) ^ (d);                                           \
+        return acc_ == 0;                                                      \
+    } while (0)
+
 /* 1 when the coded values of a column of n > 2 after the first are all
  * equal.  Each coding's difference is compared as it is, before zig-zag,
- * which maps equal differences to equal values; a varying column is
- * mostly told at its second or third value. */
+ * which maps equal differences to equal values. */
 static int column_flat(const ProtobufCFieldDescriptor *f, const void *v, size_t n,
                        enum coding how, const uint64_t *bytes)
 {
     const uint64_t *u = v;
     const uint32_t *w = v;
     if (value_size(f) == 4) { /* PLAIN or DELTA: the only codings of 32-bit columns */
-        uint32_t d = how == DELTA ? w[1] - w[0] : w[1];
-        for (size_t i = 2; i < n; i++)
-            if ((how == DELTA ? w[i] - w[i - 1] : w[i]) != d)
-                return 0;
-        return 1;
+        if (how == DELTA)
+            FLAT_SCAN(uint32_t, w[k] - w[k - 1], w[1] - w[0]);
+        FLAT_SCAN(uint32_t, w[k], w[1]);
     }
     switch (how) {
-    case PLAIN:
-        for (size_t i = 2; i < n; i++)
-            if (u[i] != u[1])
-                return 0;
-        return 1;
-    case DELTA:
-        for (size_t i = 2; i < n; i++)
-            if (u[i] - u[i - 1] != u[1] - u[0])
-                return 0;
-        return 1;
-    case SEQ:
-        for (size_t i = 2; i < n; i++)
-            if (u[i] - (u[i - 1] + bytes[i - 1]) != u[1] - (u[0] + bytes[0]))
-                return 0;
-        return 1;
-    case LESS_BYTES:
-        for (size_t i = 2; i < n; i++)
-            if (u[i] - bytes[i] != u[1] - bytes[1])
-                return 0;
-        return 1;
-    case BYTES_LESS:
-        for (size_t i = 2; i < n; i++)
-            if (bytes[i] - u[i] != bytes[1] - u[1])
-                return 0;
-        return 1;
+    case PLAIN: FLAT_SCAN(uint64_t, u[k], u[1]);
+    case DELTA: FLAT_SCAN(uint64_t, u[k] - u[k - 1], u[1] - u[0]);
+    case SEQ: FLAT_SCAN(uint64_t, u[k] - u[k - 1] - bytes[k - 1], u[1] - u[0] - bytes[0]);
+    case LESS_BYTES: FLAT_SCAN(uint64_t, u[k] - bytes[k], u[1] - bytes[1]);
+    case BYTES_LESS: FLAT_SCAN(uint64_t, bytes[k] - u[k], bytes[1] - u[1]);
     }
     return 0;
 }

@@ -375,9 +375,17 @@ static int expand_table(ProtobufCMessage *m, ProtobufCAllocator *alp, size_t *bu
         char *v = alp ? alp->alloc(alp->allocator_data, rows * size) : malloc(rows * size);
         if (!v)
             return -1;
-        memcpy(v, old, size);
-        for (size_t r = 1; r < rows; r++)
-            memcpy(v + r * size, old + size, size);
+        if (size == 4) {
+            uint32_t *to = (uint32_t *)v, first = ((uint32_t *)old)[0], rest = ((uint32_t *)old)[1];
+            to[0] = first;
+            for (size_t r = 1; r < rows; r++)
+                to[r] = rest;
+        } else {
+            uint64_t *to = (uint64_t *)v, first = ((uint64_t *)old)[0], rest = ((uint64_t *)old)[1];
+            to[0] = first;
+            for (size_t r = 1; r < rows; r++)
+                to[r] = rest;
+        }
         alp ? alp->free(alp->allocator_data, old) : free(old);
         *(void **)((char *)m + f->offset) = v;
         *(size_t *)((char *)m + f->quantifier_offset) = rows;

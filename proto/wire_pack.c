@@ -286,6 +286,7 @@ static size_t value_size(const ProtobufCFieldDescriptor *f)
         size_t k = 2;                                                          \
         for (; k + FLAT_BLOCK <= n; k += FLAT_BLOCK) {                         \
             T acc_ = 0;                                                        \
+            /* counted by b_, not by k: so GCC vectorizes it */              \
             for (size_t b_ = 0; b_ < FLAT_BLOCK; b_++, k++)                    \
                 acc_ |= (T)(expr) ^ (d);                                       \
             k -= FLAT_BLOCK;                                                   \

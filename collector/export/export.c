@@ -248,7 +248,8 @@ static int export_rows(struct xp_data *d, uint32_t job)
         return data_error("job '%s' has no events in %s", opt_job, opt_store);
     }
     sort_data = d;
-    qsort(l.v, l.n, sizeof *l.v, cmp_event);
+    if (l.n) /* an empty store's list has no array, which qsort may not be given */
+        qsort(l.v, l.n, sizeof *l.v, cmp_event);
     const char *path = opt_jsonl ? opt_jsonl : opt_csv;
     FILE *out = open_output(path);
     struct xp_rows *w = out ? xp_rows_open(out, opt_jsonl ? "jsonl" : "csv") : NULL;

@@ -343,7 +343,8 @@ static int number_groups(struct run *s)
     for (uint32_t p = 0; p < d->n_producers; p++)
         if (group_of(s, p) == NONE)
             return -1;
-    qsort_r(s->groups, s->n_groups, sizeof *s->groups, cmp_group, (void *)d);
+    if (s->n_groups) /* none without an array, which qsort_r may not be given */
+        qsort_r(s->groups, s->n_groups, sizeof *s->groups, cmp_group, (void *)d);
     for (size_t i = 0; i < s->n_groups; i++)
         s->groups[i].pid = (uint32_t)i + 1;
     uint32_t *ranks = malloc((d->n_producers + 1) * sizeof *ranks);

@@ -356,9 +356,13 @@ def check_empty_store(tmp):
         r = run([EXPORT, "--store", store, fmt, "-"])
         check(r.returncode == 0 and r.stderr == "" and len(r.stdout.splitlines()) <= 1,
               f"{fmt} of an empty store: rc {r.returncode}, {r.stdout!r}, {r.stderr!r}")
-    r = run([EXPORT, "--store", store, "--chrome", "-"])
+    trace = os.path.join(tmp, "empty-trace.json")
+    r = run([EXPORT, "--store", store, "--chrome", trace])
     check(r.returncode == 0 and "runtime error" not in r.stderr and "0 slices" in r.stderr,
           f"--chrome of an empty store: rc {r.returncode}, {r.stderr!r}")
+    if r.returncode == 0:
+        with open(trace) as f:
+            check(json.load(f)["traceEvents"] == [], "--chrome of an empty store: events in it")
     r = run([EXPORT, "--store", store, "--list-jobs"])
     check(r.returncode == 0 and r.stdout == "", f"--list-jobs of an empty store: {r.stdout!r} {r.stderr!r}")
 

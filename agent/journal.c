@@ -10,13 +10,13 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "fsutil.h"
 #include "grow.h"
 #include "log.h"
 #include "spool.h"
 #include "timeutil.h"
+#include "wire.h"
 
 #define REC_MAGIC 0x4c505349u /* "ISPL" little-endian */
 #define REC_HEAD 12           /* magic, payload length, CRC-32 of the payload */
@@ -42,18 +42,6 @@ static uint32_t get32(const uint8_t *p)
 }
 
 static uint64_t get64(const uint8_t *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
-
-static uint32_t crc(uint32_t c, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n) {
-        uInt chunk = n > (1u << 30) ? 1u << 30 : (uInt)n;
-        c = (uint32_t)crc32(c, b, chunk);
-        b += chunk;
-        n -= chunk;
-    }
-    return c;
-}
 
 static void seg_name(uint64_t id, char out[40])
 {
@@ -122,7 +110,7 @@ static size_t check_record(const uint8_t *p, size_t left)
     if (left < REC_HEAD + REC_IDS || get32(p) != REC_MAGIC)
         return 0;
     uint32_t n = get32(p + 4);
-    if (n < REC_IDS || n > left - REC_HEAD || crc(0, p + REC_HEAD, n) != get32(p + 8))
+    if (n < REC_IDS || n > left - REC_HEAD || iot_wire_crc32(p + REC_HEAD, n) != get32(p + 8))
         return 0;
     uint16_t klen = (uint16_t)(p[REC_HEAD + 16] | p[REC_HEAD + 17] << 8);
     if ((size_t)klen + REC_IDS > n || memchr(p + REC_HEAD + REC_IDS, '\0', klen))
@@ -366,7 +354,9 @@ int journal_append(struct journal *j, struct spool_entry *e)
     uint32_t n = (uint32_t)(REC_IDS + klen + e->len);
     put32(head, REC_MAGIC);
     put32(head + 4, n);
-    put32(head + 8, crc(crc(crc(0, ids, REC_IDS), e->key, klen), e->data, e->len));
+    uint32_t sum = iot_wire_crc32(ids, REC_IDS);
+    sum = iot_wire_crc32_update(sum, e->key, klen);
+    put32(head + 8, iot_wire_crc32_update(sum, e->data, e->len));
     struct iovec iov[4] = {{head, REC_HEAD}, {ids, REC_IDS}, {e->key, klen}, {e->data, e->len}};
     if (write_all(j->fd, iov, 4) < 0) {
         /* What part of the record was written is garbage to a later

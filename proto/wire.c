@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "fail.h"
 
@@ -125,6 +124,11 @@ static ProtobufCAllocator *wire_allocator(ProtobufCAllocator *out)
  * producer, its agent, the collector and the store (on write and on each
  * read), about 5 instructions a byte with zlib's own crc32(), a tenth of
  * that here (docs/performance.md, "Flat columns"). */
+uint32_t iot_wire_crc32_update(uint32_t crc, const void *data, size_t len)
+{
+    return libdeflate_crc32(crc, data, len);
+}
+
 uint32_t iot_wire_crc32(const uint8_t *data, size_t len)
 {
     return libdeflate_crc32(0, data, len);
@@ -274,7 +278,7 @@ static uint32_t crc_u64(uint32_t crc, uint64_t v)
     uint8_t le[8];
     for (int i = 0; i < 8; i++)
         le[i] = (uint8_t)(v >> (8 * i));
-    return (uint32_t)crc32(crc, le, 8);
+    return iot_wire_crc32_update(crc, le, 8);
 }
 
 /* Strings go in with their length first, so that moving bytes from one
@@ -283,12 +287,12 @@ static uint32_t crc_str(uint32_t crc, const char *s)
 {
     size_t n = s ? strlen(s) : 0;
     crc = crc_u64(crc, n);
-    return n ? (uint32_t)crc32(crc, (const Bytef *)s, (uInt)n) : crc;
+    return n ? iot_wire_crc32_update(crc, s, n) : crc;
 }
 
 uint32_t iot_wire_id_checksum(const iot_batch *b)
 {
-    uint32_t c = (uint32_t)crc32(0L, Z_NULL, 0);
+    uint32_t c = 0;
     const iot_producer *p = b->producer;
     c = crc_u64(c, b->magic);
     c = crc_u64(c, b->version);

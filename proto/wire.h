@@ -118,8 +118,11 @@ void iot_wire_uncode_columns(const iot_body *body, uint32_t version);
  * memory is short or the body would expand past IOT_WIRE_MAX_RAW values. */
 int iot_wire_expand_columns(iot_body *body, ProtobufCAllocator *alp, uint32_t version);
 
-/* CRC-32 (zlib polynomial) as used by batches and the collector's store. */
+/* CRC-32 (zlib's polynomial, the sums of its crc32()) as used by batches,
+ * the collector's store and the agent's journal: the one implementation of
+ * it in iotrace.  _update continues a sum (0 starts one). */
 uint32_t iot_wire_crc32(const uint8_t *data, size_t len);
+uint32_t iot_wire_crc32_update(uint32_t crc, const void *data, size_t len);
 
 /* The envelope's own checksum: CRC-32 over magic, version, every producer
  * field, epoch, seq, event_count, raw_size, compression and the body's

@@ -24,6 +24,17 @@ static uint8_t *packed(const iot_body *body, size_t *len)
     return out;
 }
 
+/* Aborts unless two bodies hold the same message, byte for byte packed. */
+static void assert_same_body(const iot_body *x, const iot_body *y)
+{
+    size_t na, nb;
+    uint8_t *a = packed(x, &na), *b = packed(y, &nb);
+    if (na != nb || memcmp(a, b, na) != 0)
+        abort();
+    free(a);
+    free(b);
+}
+
 static void compare_body_readers(const uint8_t *data, size_t size)
 {
     iot_body *want = iotrace__body__unpack(NULL, size, data);
@@ -31,12 +42,7 @@ static void compare_body_readers(const uint8_t *data, size_t size)
     if (!want != !got)
         abort();
     if (want) {
-        size_t na, nb;
-        uint8_t *a = packed(want, &na), *b = packed(got, &nb);
-        if (na != nb || memcmp(a, b, na) != 0)
-            abort();
-        free(a);
-        free(b);
+        assert_same_body(want, got);
         iotrace__body__free_unpacked(want, NULL);
         iotrace__body__free_unpacked(got, NULL);
     }
@@ -53,12 +59,7 @@ static void compare_round_trip(const iot_batch *b, const iot_body *body)
     iot_body *copy = again ? iot_wire_body(again, err, sizeof err) : NULL;
     if (!copy)
         abort();
-    size_t na, nb;
-    uint8_t *x = packed(body, &na), *y = packed(copy, &nb);
-    if (na != nb || memcmp(x, y, na) != 0)
-        abort();
-    free(x);
-    free(y);
+    assert_same_body(body, copy);
     iot_wire_free_body(copy);
     iot_wire_free_batch(again);
     free(buf);

@@ -59,7 +59,7 @@ static const struct iot_opt options[] = {
     {"stats", 0, IOT_OPT_FLAG, &opt_stats, NULL, "print statistics per job: calls per function, disk operations per call, servers, amplification, unmatched and lost events, clocks (docs/statistics.md)"},
     {"format", 0, IOT_OPT_STRING, &opt_format, "text|json", "--stats output format (default text)"},
     {"slog2", 0, IOT_OPT_STRING, &opt_slog2, "FILE", "write an SLOG-2 file for Jumpshot: a timeline per rank and storage-server thread, states, arrows from each MPI-IO call to its disk operations"},
-    {"chrome", 0, IOT_OPT_STRING, &opt_chrome, "FILE", "write a Chrome trace-event JSON file for ui.perfetto.dev: a track per rank and storage-server thread, grouped by node, a slice per event, flows from each MPI-IO call to its disk operations, drop records as instants"},
+    {"chrome", 0, IOT_OPT_STRING, &opt_chrome, "FILE", "write a Chrome trace-event JSON file (- for standard output) for ui.perfetto.dev: a track per rank and storage-server thread, grouped by node, a slice per event, flows from each MPI-IO call to its disk operations, drop records as instants"},
     {"perfetto", 0, IOT_OPT_STRING, &opt_chrome, "FILE", "the same as --chrome FILE"},
     {"from", 0, IOT_OPT_STRING, &opt_from, "SEC", "--slog2, --chrome: leave out what ends before SEC seconds after the first event"},
     {"to", 0, IOT_OPT_STRING, &opt_to, "SEC", "--slog2, --chrome: leave out what starts after SEC seconds after the first event"},
@@ -778,10 +778,14 @@ static int chrome(struct xp_data *d, uint32_t job)
     struct xp_chrome_result r;
     if (xp_chrome(d, &o, &r, err, sizeof err) < 0)
         return data_error("%s%s", "", err);
+    char size[32] = "";
+    if (r.file_bytes >= 0) /* unknown when standard output is a pipe */
+        snprintf(size, sizeof size, "; %lld bytes", (long long)r.file_bytes);
     fprintf(stderr, "%s: wrote %s: %llu slices, %llu flows, %llu drop instants on %u threads of "
-            "%u processes; %lld bytes\n", spec.program, opt_chrome,
+            "%u processes%s\n", spec.program,
+            strcmp(opt_chrome, "-") == 0 ? "standard output" : opt_chrome,
             (unsigned long long)r.slices, (unsigned long long)r.flows,
-            (unsigned long long)r.instants, r.threads, r.processes, (long long)r.file_bytes);
+            (unsigned long long)r.instants, r.threads, r.processes, size);
     if (!opt_no_align)
         report_unaligned(d);
     return IOT_EXIT_OK;

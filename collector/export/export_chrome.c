@@ -58,6 +58,7 @@ struct run {
     struct xp_data *d;
     struct iot_pipe pipe;
     FILE *f;
+    int to_stdout; /* path "-" */
     char *err;
     size_t errlen;
     int failed;
@@ -544,14 +545,18 @@ static void free_run(struct run *s)
 static int close_file(struct run *s, int rc)
 {
     int bad = ferror(s->f);
-    if (fclose(s->f) != 0 || bad)
+    if (s->to_stdout) { /* a pipe has no size to look up: count what went */
+        off_t at = ftello(s->f);
+        s->r->file_bytes = at >= 0 ? (int64_t)at : -1;
+    }
+    if ((s->to_stdout ? fflush(s->f) : fclose(s->f)) != 0 || bad)
         rc = rc < 0 ? rc
                     : fail(s, "cannot write the trace file: %s", strerror(errno ? errno : EIO));
     s->f = NULL;
     struct stat sb;
-    if (rc == 0 && stat(s->o->path, &sb) == 0)
+    if (rc == 0 && !s->to_stdout && stat(s->o->path, &sb) == 0)
         s->r->file_bytes = (int64_t)sb.st_size;
-    if (rc < 0)
+    if (rc < 0 && !s->to_stdout)
         unlink(s->o->path);
     return rc;
 }
@@ -569,7 +574,8 @@ int xp_chrome(struct xp_data *d, const struct xp_chrome_options *o, struct xp_ch
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (!(s.f = fopen(o->path, "w"))) {
+    s.to_stdout = strcmp(o->path, "-") == 0;
+    if (!(s.f = s.to_stdout ? stdout : fopen(o->path, "w"))) {
         snprintf(err, errlen, "cannot create %s: %s", o->path, strerror(errno));
         free_run(&s);
         return -1;

@@ -495,13 +495,17 @@ def main():
         check_chromium(path, dict(counts), counts["s"], dep.tmp)
         # A new clock sample can move aligned times between two exports.
         alias, again = os.path.join(dep.tmp, "alias.json"), os.path.join(dep.tmp, "again.json")
+        stray = os.path.exists("-")
         for _ in range(5):
             run_export(bins, "--store", dep.store, "--job", job, "--perfetto", alias)
             run_export(bins, "--store", dep.store, "--job", job, "--chrome", again)
-            if open(alias).read() == open(again).read():
+            piped = run_export(bins, "--store", dep.store, "--job", job, "--chrome", "-")
+            if open(alias).read() == open(again).read() == piped.stdout:
                 break
         else:
-            fail("--perfetto wrote another file than --chrome")
+            fail("--perfetto, --chrome FILE and --chrome - (a pipe) wrote different traces")
+        if "wrote standard output:" not in piped.stderr or (os.path.exists("-") and not stray):
+            fail(f"--chrome - did not write to standard output: {piped.stderr!r}")
         # A window: what overlaps it, as --slog2's --from/--to (against a
         # full export of the same state of the store, see above).
         ends = sorted(ns(e["ts"] + e["dur"]) for e in slices)
@@ -523,7 +527,7 @@ def main():
             run_export(bins, "--store", dep.store, "--job", job, "--chrome", again)
         else:
             fail(f"--from {lo} --to {hi}: {sum(got.values())} slices, want {sum(inside.values())}")
-        print(f"ok: --perfetto is --chrome; --from {lo:.6f} --to {hi:.6f} keeps the "
+        print(f"ok: --perfetto is --chrome, --chrome - writes the same to a pipe; --from {lo:.6f} --to {hi:.6f} keeps the "
               f"{sum(inside.values())} slices overlapping the window")
     finally:
         dep.stop()

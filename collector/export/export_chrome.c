@@ -1,6 +1,7 @@
 #include "export_chrome.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,8 @@ struct run {
     struct xp_data *d;
     struct iot_pipe pipe;
     FILE *f;
-    int to_stdout; /* path "-" */
+    int to_stdout;   /* path "-" */
+    off_t out_start; /* where standard output stood before the trace; -1 on a pipe */
     char *err;
     size_t errlen;
     int failed;
@@ -542,12 +544,25 @@ static void free_run(struct run *s)
     free(s->groups);
 }
 
+/* Where the trace starts in standard output, so that its size can be told
+ * at the end: -1 unless it is a regular file (a pipe, a terminal, /dev/null
+ * have no size to tell).  Opened for appending (`>>`), writes go to the end
+ * whatever the offset says. */
+static off_t output_start(FILE *f)
+{
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
+        return -1;
+    int flags = fcntl(fileno(f), F_GETFL);
+    return flags >= 0 && (flags & O_APPEND) ? sb.st_size : ftello(f);
+}
+
 static int close_file(struct run *s, int rc)
 {
     int bad = ferror(s->f);
-    if (s->to_stdout) { /* a pipe has no size to look up: count what went */
+    if (s->to_stdout) { /* see output_start */
         off_t at = ftello(s->f);
-        s->r->file_bytes = at >= 0 ? (int64_t)at : -1;
+        s->r->file_bytes = at >= 0 && s->out_start >= 0 ? (int64_t)(at - s->out_start) : -1;
     }
     if ((s->to_stdout ? fflush(s->f) : fclose(s->f)) != 0 || bad)
         rc = rc < 0 ? rc
@@ -580,6 +595,7 @@ int xp_chrome(struct xp_data *d, const struct xp_chrome_options *o, struct xp_ch
         free_run(&s);
         return -1;
     }
+    s.out_start = s.to_stdout ? output_start(s.f) : 0;
     fputs("{\"traceEvents\":[", s.f);
     int rc = iot_pipe_run_store(&s.pipe, o->store, d, err, errlen);
     if (rc == 0 && !s.origin_set && o->job != UINT32_MAX)

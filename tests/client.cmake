@@ -59,6 +59,7 @@ add_executable(bench_client ${IOTRACE_TEST_DIR}/bench/bench_client.c)
 target_link_libraries(bench_client PRIVATE MPI::MPI_C)
 add_executable(bench_ior ${IOTRACE_TEST_DIR}/bench/bench_ior.c)
 target_link_libraries(bench_ior PRIVATE MPI::MPI_C)
+add_executable(bench_clock ${IOTRACE_TEST_DIR}/bench/bench_clock.c)
 
 # Next to another tool: a Darshan-like interposer, built for this test only.
 add_library(fake_darshan SHARED ${IOTRACE_TEST_DIR}/tools/fake_darshan.c)

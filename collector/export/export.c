@@ -14,6 +14,7 @@
 #include "analysis.h"
 #include "events.h"
 #include "export_chrome.h"
+#include "export_out.h"
 #include "export_rows.h"
 #include "export_slog2.h"
 #include "stats_report.h"
@@ -215,18 +216,6 @@ static int cmp_event(const void *pa, const void *pb)
 }
 
 
-static FILE *open_output(const char *path)
-{
-    return strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-}
-
-static int close_output(FILE *out)
-{
-    if (out == stdout)
-        return fflush(out) == 0 && !ferror(out) ? 0 : -1;
-    return fclose(out);
-}
-
 /* --jsonl and --csv: the rows of export_rows.c, in time order. */
 static int export_rows(struct xp_data *d, uint32_t job)
 {
@@ -251,14 +240,14 @@ static int export_rows(struct xp_data *d, uint32_t job)
     if (l.n) /* an empty store's list has no array, which qsort may not be given */
         qsort(l.v, l.n, sizeof *l.v, cmp_event);
     const char *path = opt_jsonl ? opt_jsonl : opt_csv;
-    FILE *out = open_output(path);
+    FILE *out = xp_output_open(path);
     struct xp_rows *w = out ? xp_rows_open(out, opt_jsonl ? "jsonl" : "csv") : NULL;
     int rc = w ? 0 : -1;
     for (size_t i = 0; w && rc == 0 && i < l.n; i++)
         rc = xp_rows_write(w, d, &l.v[i]);
     if (w && xp_rows_close(w) < 0)
         rc = -1;
-    if (out && close_output(out) < 0)
+    if (out && xp_output_close(out) < 0)
         rc = -1;
     free(l.v);
     if (rc < 0)
@@ -779,7 +768,7 @@ static int chrome(struct xp_data *d, uint32_t job)
     if (xp_chrome(d, &o, &r, err, sizeof err) < 0)
         return data_error("%s%s", "", err);
     char size[32] = "";
-    if (r.file_bytes >= 0) /* unknown when standard output is a pipe */
+    if (r.file_bytes >= 0) /* none for standard output */
         snprintf(size, sizeof size, "; %lld bytes", (long long)r.file_bytes);
     fprintf(stderr, "%s: wrote %s: %llu slices, %llu flows, %llu drop instants on %u threads of "
             "%u processes%s\n", spec.program,

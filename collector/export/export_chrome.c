@@ -1,7 +1,7 @@
 #include "export_chrome.h"
+#include "export_out.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,8 +59,6 @@ struct run {
     struct xp_data *d;
     struct iot_pipe pipe;
     FILE *f;
-    int to_stdout;   /* path "-" */
-    off_t out_start; /* where standard output stood before the trace; -1 on a pipe */
     char *err;
     size_t errlen;
     int failed;
@@ -544,34 +542,19 @@ static void free_run(struct run *s)
     free(s->groups);
 }
 
-/* Where the trace starts in standard output, so that its size can be told
- * at the end: -1 unless it is a regular file (a pipe, a terminal, /dev/null
- * have no size to tell).  Opened for appending (`>>`), writes go to the end
- * whatever the offset says. */
-static off_t output_start(FILE *f)
-{
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
-        return -1;
-    int flags = fcntl(fileno(f), F_GETFL);
-    return flags >= 0 && (flags & O_APPEND) ? sb.st_size : ftello(f);
-}
-
 static int close_file(struct run *s, int rc)
 {
-    int bad = ferror(s->f);
-    if (s->to_stdout) { /* see output_start */
-        off_t at = ftello(s->f);
-        s->r->file_bytes = at >= 0 && s->out_start >= 0 ? (int64_t)(at - s->out_start) : -1;
-    }
-    if ((s->to_stdout ? fflush(s->f) : fclose(s->f)) != 0 || bad)
+    int bad = ferror(s->f), to_stdout = s->f == stdout;
+    if (xp_output_close(s->f) != 0 || bad)
         rc = rc < 0 ? rc
                     : fail(s, "cannot write the trace file: %s", strerror(errno ? errno : EIO));
     s->f = NULL;
+    /* Standard output has no size to tell (a pipe), nor is it ours to remove. */
+    s->r->file_bytes = -1;
     struct stat sb;
-    if (rc == 0 && !s->to_stdout && stat(s->o->path, &sb) == 0)
+    if (rc == 0 && !to_stdout && stat(s->o->path, &sb) == 0)
         s->r->file_bytes = (int64_t)sb.st_size;
-    if (rc < 0 && !s->to_stdout)
+    if (rc < 0 && !to_stdout)
         unlink(s->o->path);
     return rc;
 }
@@ -589,13 +572,11 @@ int xp_chrome(struct xp_data *d, const struct xp_chrome_options *o, struct xp_ch
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    s.to_stdout = strcmp(o->path, "-") == 0;
-    if (!(s.f = s.to_stdout ? stdout : fopen(o->path, "w"))) {
+    if (!(s.f = xp_output_open(o->path))) {
         snprintf(err, errlen, "cannot create %s: %s", o->path, strerror(errno));
         free_run(&s);
         return -1;
     }
-    s.out_start = s.to_stdout ? output_start(s.f) : 0;
     fputs("{\"traceEvents\":[", s.f);
     int rc = iot_pipe_run_store(&s.pipe, o->store, d, err, errlen);
     if (rc == 0 && !s.origin_set && o->job != UINT32_MAX)

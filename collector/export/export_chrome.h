@@ -22,7 +22,7 @@
 
 struct xp_chrome_options {
     const char *store;
-    const char *path;     /* the JSON file to write */
+    const char *path;     /* the JSON file to write; "-": standard output */
     uint32_t job;         /* in d->jobs; UINT32_MAX: every job */
     const char *job_name; /* for messages */
     int64_t lateness_ns, grace_ns;
@@ -36,12 +36,12 @@ struct xp_chrome_result {
     uint64_t lost;                    /* events the drop records say were lost */
     uint32_t processes, threads;      /* Chrome processes and threads named */
     int64_t origin_ns;                /* time 0 of the file, on the collector's clock */
-    int64_t file_bytes;
+    int64_t file_bytes;               /* -1 for standard output */
 };
 
 /* Reads the store (after xp_read_clocks) and writes o->path.  Returns 0,
  * or -1 with the reason in err (a damaged store, a job without events, an
- * I/O error: the partial file is then removed). */
+ * I/O error: the partial file is then removed, not standard output). */
 int xp_chrome(struct xp_data *d, const struct xp_chrome_options *o, struct xp_chrome_result *r,
               char *err, size_t errlen);
 

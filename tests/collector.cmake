@@ -14,7 +14,7 @@ target_link_libraries(test_clockmap PRIVATE iotrace-events PkgConfig::CMOCKA)
 add_test(NAME collector.clockmap COMMAND test_clockmap)
 
 add_executable(collector_client ${IOTRACE_TEST_DIR}/unit/collector_client.c)
-target_link_libraries(collector_client PRIVATE iotrace-wire iotrace-common PkgConfig::ZMQ PkgConfig::ZLIB)
+target_link_libraries(collector_client PRIVATE iotrace-wire iotrace-common PkgConfig::ZMQ)
 
 add_test(NAME collector.end_to_end
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/collector_test.py

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 #include <zmq.h>
 
 #include "iot_functions.h"
@@ -240,7 +239,7 @@ static struct blob batch_bad_body(void)
     b.epoch = 0xE5, b.seq = 9, b.event_count = 3, b.raw_size = sizeof junk;
     b.compression = IOTRACE__COMPRESSION__COMPRESSION_NONE;
     b.body.data = junk, b.body.len = sizeof junk;
-    b.checksum = (uint32_t)crc32(crc32(0L, Z_NULL, 0), junk, sizeof junk);
+    b.checksum = iot_wire_crc32(junk, sizeof junk);
     iot_wire_set_id_checksum(&b);
     struct blob out = {malloc(protobuf_c_message_get_packed_size(&b.base)), 0};
     out.len = protobuf_c_message_pack(&b.base, out.data);

@@ -4,6 +4,7 @@
     bench-ior.py BUILD_DIR [--np 2] [--rounds K] [--dir DIR] [--busy]
                  [--analysis on|off] [--analysis-nice N] [--analysis-yield SEC]
                  [--sizes 4096,1048576] [--mib-per-rank M]
+                 [--variant NAME:[lib=PATH,]VAR=VALUE,...]...
 
 A real collector (live analysis on unless --analysis off, HTTP on loopback)
 and a real agent run on this machine for the whole benchmark, beside the
@@ -25,6 +26,15 @@ repetitions), the events stored, the bytes the store grew by per stored
 event, and the events dropped anywhere (the jobs' drop records, as the
 collector counts them).  Targets (docs/performance.md): 4 KiB ratio >= 0.92,
 1 MiB >= 0.99, <= 6 stored bytes per event, no drop.
+
+--variant adds a traced run to every round, with the given environment
+variables (IOTRACE_POSIX=outside, IOTRACE_DISABLE=1, ...) and, with
+lib=PATH, another build of libiotrace-client.so: each is compared with the
+same round's untraced run and printed on its own line, so that settings
+and builds are measured in the same hours.  The plain traced run, named
+"traced", is always there.  A variant that stores nothing
+(IOTRACE_DISABLE=1, or a build that records and sends nothing) shows 0
+events stored.
 """
 import argparse
 import importlib.util
@@ -82,14 +92,34 @@ def mib_per_rank(args, xfer):
     return 1024 if xfer >= 1 << 20 else 256
 
 
-def run_ior(build, args, path, xfer, mode, traced, sock, job):
+def parse_variant(text):
+    """NAME:[lib=PATH,]VAR=VALUE,... -> (name, library or None, {VAR: VALUE})."""
+    name, _, spec = text.partition(":")
+    if not name or name in ("traced", "untraced"):
+        raise argparse.ArgumentTypeError(f"--variant {text!r}: a name of its own before ':'")
+    lib, env = None, {}
+    for item in filter(None, spec.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise argparse.ArgumentTypeError(f"--variant {text!r}: {item!r} is not VAR=VALUE")
+        if key == "lib":
+            lib = os.path.abspath(value)
+        else:
+            env[key] = value
+    return name, lib, env
+
+
+def run_ior(build, args, path, xfer, mode, variant, sock, job):
+    """variant: None (untraced) or (name, library or None, environment)."""
     mib = mib_per_rank(args, xfer)
     block = min(mib << 20, 32 << 20)
     segments = max(1, (mib << 20) // block)
     env = dict(os.environ)
-    if traced:
-        env.update(LD_PRELOAD=f"{build}/clientlib/libiotrace-client.so",
+    if variant:
+        _name, lib, extra = variant
+        env.update(LD_PRELOAD=lib or f"{build}/clientlib/libiotrace-client.so",
                    IOTRACE_AGENT="ipc://" + sock, IOTRACE_JOB_ID=job)
+        env.update(extra)
     r = subprocess.run(["mpiexec", "-n", str(args.np), f"{build}/tests/bench_ior", path,
                         str(xfer), str(block), str(segments), mode, "3"],
                        env=env, capture_output=True, text=True, timeout=3600)
@@ -119,7 +149,14 @@ def main():
     ap.add_argument("--mib-per-rank", type=int, default=None,
                     help="MiB each rank writes and reads per phase (default: 256 below 1 MiB "
                          "transfers, 1024 from 1 MiB up)")
+    ap.add_argument("--variant", type=parse_variant, action="append", default=[],
+                    metavar="NAME:[lib=PATH,]VAR=VALUE,...",
+                    help="another traced run in every round: these environment variables, "
+                         "and with lib= another libiotrace-client.so (repeatable)")
     args = ap.parse_args()
+    variants = [("traced", None, {})] + args.variant
+    if len({v[0] for v in variants}) != len(variants):
+        ap.error("--variant: two variants of one name")
     build = os.path.abspath(args.build)
     work = tempfile.mkdtemp(prefix="iotrace-bench-ior-", dir="/dev/shm")
     data = tempfile.mkdtemp(prefix="iotrace-bench-ior-", dir=args.dir or "/tmp")
@@ -142,38 +179,52 @@ def main():
         stack.settled()
         for xfer in (int(x) for x in args.sizes.split(",")):
             for mode in ("indep", "coll"):
-                ratios = {"write": [], "read": []}
-                events = stored = dropped = 0
-                reasons = {}
+                acc = {v[0]: {"write": [], "read": [], "events": 0, "stored": 0, "dropped": 0,
+                              "reasons": {}} for v in variants}
                 for r in range(args.rounds):
                     res = {}
-                    for traced in ((False, True) if r % 2 == 0 else (True, False)):
-                        job = f"ior-{xfer}-{mode}-{r}"
+                    order = [None] + variants
+                    for variant in (order if r % 2 == 0 else order[::-1]):
+                        name = variant[0] if variant else "untraced"
+                        job = f"ior-{xfer}-{mode}-{r}" + ("" if name == "traced" else f"-{name}")
                         st0 = stack.settled()
-                        res[traced] = run_ior(build, args, os.path.join(data, "f"), xfer, mode,
-                                              traced, stack.sock, job)
-                        if traced:
+                        res[name] = run_ior(build, args, os.path.join(data, "f"), xfer, mode,
+                                            variant, stack.sock, job)
+                        if variant:
                             st1 = stack.settled()
-                            n, d = job_account(build, stack, job)
-                            events += n
-                            dropped += d
+                            a = acc[name]
+                            try:
+                                n, d = job_account(build, stack, job)
+                            except (KeyError, RuntimeError):
+                                n, d = 0, 0  # stored nothing: not even the job
+                            a["events"] += n
+                            a["dropped"] += d
                             for k, v in (drop_reasons(build, stack, job) if d else {}).items():
-                                reasons[k] = reasons.get(k, 0) + v
-                            stored += st1["bytes_stored"] - st0["bytes_stored"]
-                    for k in ratios:
-                        ratios[k].append(res[True][k] / res[False][k])
-                    print(f"  {xfer} B {mode} round {r + 1}: write {res[False]['write']:.0f} -> "
-                          f"{res[True]['write']:.0f} MiB/s, read {res[False]['read']:.0f} -> "
-                          f"{res[True]['read']:.0f} MiB/s", flush=True)
-                print(f"{xfer} B {mode}: bandwidth ratio traced/untraced, median of {args.rounds} "
-                      f"rounds: write {statistics.median(ratios['write']):.3f} "
-                      f"({min(ratios['write']):.3f}-{max(ratios['write']):.3f}), read "
-                      f"{statistics.median(ratios['read']):.3f} ({min(ratios['read']):.3f}-"
-                      f"{max(ratios['read']):.3f}); {events} events stored, "
-                      f"{stored / max(events, 1):.2f} bytes stored per event, {dropped} dropped"
-                      + (f" {reasons}" if reasons else ""),
-                      flush=True)
-                failed |= dropped > 0
+                                a["reasons"][k] = a["reasons"].get(k, 0) + v
+                            a["stored"] += st1["bytes_stored"] - st0["bytes_stored"]
+                    base = res["untraced"]
+                    for name in acc:
+                        for k in ("write", "read"):
+                            acc[name][k].append(res[name][k] / base[k])
+                    shown = ", ".join(f"{n} {res[n]['write']:.0f} / {res[n]['read']:.0f}"
+                                      for n in acc if n != "traced")
+                    print(f"  {xfer} B {mode} round {r + 1}: write {base['write']:.0f} -> "
+                          f"{res['traced']['write']:.0f} MiB/s, read {base['read']:.0f} -> "
+                          f"{res['traced']['read']:.0f} MiB/s"
+                          + (f" ({shown})" if shown else ""), flush=True)
+                for name, a in acc.items():
+                    label = "" if name == "traced" else f" [{name}]"
+                    print(f"{xfer} B {mode}{label}: bandwidth ratio traced/untraced, median of "
+                          f"{args.rounds} rounds: write {statistics.median(a['write']):.3f} "
+                          f"({min(a['write']):.3f}-{max(a['write']):.3f}), read "
+                          f"{statistics.median(a['read']):.3f} ({min(a['read']):.3f}-"
+                          f"{max(a['read']):.3f}); {a['events']} events stored, "
+                          + (f"{a['stored'] / a['events']:.2f} bytes stored per event, "
+                             if a["events"] else f"{a['stored']} bytes stored, ")
+                          + f"{a['dropped']} dropped"
+                          + (f" {a['reasons']}" if a["reasons"] else ""),
+                          flush=True)
+                    failed |= a["dropped"] > 0
     finally:
         if busy:
             busy.kill()

@@ -196,7 +196,9 @@ def main():
                             try:
                                 n, d = job_account(build, stack, job)
                             except (KeyError, RuntimeError):
-                                n, d = 0, 0  # stored nothing: not even the job
+                                if name == "traced":  # the default stores its job: a fault
+                                    raise
+                                n, d = 0, 0  # a variant that stored nothing, not even the job
                             a["events"] += n
                             a["dropped"] += d
                             for k, v in (drop_reasons(build, stack, job) if d else {}).items():

@@ -251,7 +251,7 @@ static int export_rows(struct xp_data *d, uint32_t job)
         rc = -1;
     free(l.v);
     if (rc < 0)
-        return data_error("cannot write %s: %s", path, strerror(errno));
+        return data_error("cannot write %s: %s", xp_output_name(path), strerror(errno));
     return IOT_EXIT_OK;
 }
 
@@ -772,7 +772,7 @@ static int chrome(struct xp_data *d, uint32_t job)
         snprintf(size, sizeof size, "; %lld bytes", (long long)r.file_bytes);
     fprintf(stderr, "%s: wrote %s: %llu slices, %llu flows, %llu drop instants on %u threads of "
             "%u processes%s\n", spec.program,
-            strcmp(opt_chrome, "-") == 0 ? "standard output" : opt_chrome,
+            xp_output_name(opt_chrome),
             (unsigned long long)r.slices, (unsigned long long)r.flows,
             (unsigned long long)r.instants, r.threads, r.processes, size);
     if (!opt_no_align)

@@ -573,7 +573,7 @@ int xp_chrome(struct xp_data *d, const struct xp_chrome_options *o, struct xp_ch
         return -1;
     }
     if (!(s.f = xp_output_open(o->path))) {
-        snprintf(err, errlen, "cannot create %s: %s", o->path, strerror(errno));
+        snprintf(err, errlen, "cannot create %s: %s", xp_output_name(o->path), strerror(errno));
         free_run(&s);
         return -1;
     }

@@ -2,9 +2,19 @@
 
 #include <string.h>
 
+static int is_stdout(const char *path)
+{
+    return strcmp(path, "-") == 0;
+}
+
 FILE *xp_output_open(const char *path)
 {
-    return strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    return is_stdout(path) ? stdout : fopen(path, "w");
+}
+
+const char *xp_output_name(const char *path)
+{
+    return is_stdout(path) ? "standard output" : path;
 }
 
 int xp_output_close(FILE *out)

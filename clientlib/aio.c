@@ -81,16 +81,6 @@ static _Atomic uint32_t completions;
 static _Atomic int sleepers;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-#define AIO_NEXT(name, on_missing)                                                  \
-    static __typeof__(&name) next_##name;                                           \
-    if (IOT_UNLIKELY(!next_##name)) {                                               \
-        next_##name = (__typeof__(&name))iot_next_symbol(#name);                    \
-        if (!next_##name) {                                                         \
-            errno = ENOSYS;                                                         \
-            return on_missing;                                                      \
-        }                                                                           \
-    }
-
 static inline int any_ours(void) { return atomic_load_explicit(&hashed, memory_order_acquire); }
 
 /* ---- the table ------------------------------------------------------------ */
@@ -446,25 +436,25 @@ static int take_over(struct aiocb *cb, int write, int wide)
 
 int aio_read(struct aiocb *cb)
 {
-    AIO_NEXT(aio_read, -1);
+    IOT_NEXT(aio_read, -1);
     return take_over(cb, 0, 0) ? 0 : next_aio_read(cb);
 }
 
 int aio_write(struct aiocb *cb)
 {
-    AIO_NEXT(aio_write, -1);
+    IOT_NEXT(aio_write, -1);
     return take_over(cb, 1, 0) ? 0 : next_aio_write(cb);
 }
 
 int aio_read64(struct aiocb64 *cb)
 {
-    AIO_NEXT(aio_read64, -1);
+    IOT_NEXT(aio_read64, -1);
     return take_over((struct aiocb *)cb, 0, 1) ? 0 : next_aio_read64(cb);
 }
 
 int aio_write64(struct aiocb64 *cb)
 {
-    AIO_NEXT(aio_write64, -1);
+    IOT_NEXT(aio_write64, -1);
     return take_over((struct aiocb *)cb, 1, 1) ? 0 : next_aio_write64(cb);
 }
 
@@ -500,28 +490,28 @@ static int return_of(struct aiocb *cb, ssize_t *ret)
 
 int aio_error(const struct aiocb *cb)
 {
-    AIO_NEXT(aio_error, -1);
+    IOT_NEXT(aio_error, -1);
     int err;
     return any_ours() && error_of(cb, &err) ? err : next_aio_error(cb);
 }
 
 int aio_error64(const struct aiocb64 *cb)
 {
-    AIO_NEXT(aio_error64, -1);
+    IOT_NEXT(aio_error64, -1);
     int err;
     return any_ours() && error_of((const struct aiocb *)cb, &err) ? err : next_aio_error64(cb);
 }
 
 ssize_t aio_return(struct aiocb *cb)
 {
-    AIO_NEXT(aio_return, -1);
+    IOT_NEXT(aio_return, -1);
     ssize_t ret;
     return any_ours() && return_of(cb, &ret) ? ret : next_aio_return(cb);
 }
 
 ssize_t aio_return64(struct aiocb64 *cb)
 {
-    AIO_NEXT(aio_return64, -1);
+    IOT_NEXT(aio_return64, -1);
     ssize_t ret;
     return any_ours() && return_of((struct aiocb *)cb, &ret) ? ret : next_aio_return64(cb);
 }
@@ -657,8 +647,8 @@ static int lists_ours(const struct aiocb *const list[], int nent)
 
 int aio_suspend(const struct aiocb *const list[], int nent, const struct timespec *timeout)
 {
-    AIO_NEXT(aio_suspend, -1);
-    AIO_NEXT(aio_error, -1);
+    IOT_NEXT(aio_suspend, -1);
+    IOT_NEXT(aio_error, -1);
     if (!any_ours() || !lists_ours(list, nent))
         return next_aio_suspend(list, nent, timeout);
     return suspend(list, nent, timeout, next_aio_error);
@@ -666,8 +656,8 @@ int aio_suspend(const struct aiocb *const list[], int nent, const struct timespe
 
 int aio_suspend64(const struct aiocb64 *const list[], int nent, const struct timespec *timeout)
 {
-    AIO_NEXT(aio_suspend64, -1);
-    AIO_NEXT(aio_error, -1);
+    IOT_NEXT(aio_suspend64, -1);
+    IOT_NEXT(aio_error, -1);
     const struct aiocb *const *l = (const struct aiocb *const *)list;
     if (!any_ours() || !lists_ours(l, nent))
         return next_aio_suspend64(list, nent, timeout);
@@ -758,7 +748,7 @@ static int cancel_fd(int fd, int glibc_result)
 
 int aio_cancel(int fd, struct aiocb *cb)
 {
-    AIO_NEXT(aio_cancel, -1);
+    IOT_NEXT(aio_cancel, -1);
     int r;
     if (!any_ours())
         return next_aio_cancel(fd, cb);
@@ -770,7 +760,7 @@ int aio_cancel(int fd, struct aiocb *cb)
 
 int aio_cancel64(int fd, struct aiocb64 *cb)
 {
-    AIO_NEXT(aio_cancel64, -1);
+    IOT_NEXT(aio_cancel64, -1);
     int r;
     if (!any_ours())
         return next_aio_cancel64(fd, cb);
@@ -795,7 +785,7 @@ static void forget_list(struct aiocb *const list[], int nent)
 
 int lio_listio(int mode, struct aiocb *const list[], int nent, struct sigevent *sev)
 {
-    AIO_NEXT(lio_listio, -1);
+    IOT_NEXT(lio_listio, -1);
     if (any_ours())
         forget_list(list, nent);
     return next_lio_listio(mode, list, nent, sev);
@@ -803,7 +793,7 @@ int lio_listio(int mode, struct aiocb *const list[], int nent, struct sigevent *
 
 int lio_listio64(int mode, struct aiocb64 *const list[], int nent, struct sigevent *sev)
 {
-    AIO_NEXT(lio_listio64, -1);
+    IOT_NEXT(lio_listio64, -1);
     if (any_ours())
         forget_list((struct aiocb *const *)list, nent);
     return next_lio_listio64(mode, list, nent, sev);
@@ -811,7 +801,7 @@ int lio_listio64(int mode, struct aiocb64 *const list[], int nent, struct sigeve
 
 int aio_fsync(int op, struct aiocb *cb)
 {
-    AIO_NEXT(aio_fsync, -1);
+    IOT_NEXT(aio_fsync, -1);
     if (any_ours())
         forget_locked(cb);
     return next_aio_fsync(op, cb);
@@ -819,7 +809,7 @@ int aio_fsync(int op, struct aiocb *cb)
 
 int aio_fsync64(int op, struct aiocb64 *cb)
 {
-    AIO_NEXT(aio_fsync64, -1);
+    IOT_NEXT(aio_fsync64, -1);
     if (any_ours())
         forget_locked((struct aiocb *)cb);
     return next_aio_fsync64(op, cb);

@@ -191,12 +191,27 @@ IOT_HIDDEN uint64_t iot_object_register(const char *name);
  * access mode and hints): never anonymized; its id fits an int64_t offset
  * (non-negative, not 0). */
 IOT_HIDDEN uint64_t iot_text_register(const char *text, size_t len);
+/* The agent's socket (fdguard.c): whether fd is it, and moving it off fd
+ * before the program makes fd its own. */
+IOT_HIDDEN int iot_sender_fd(void);
+IOT_HIDDEN int iot_sender_vacate_fd(int fd);
 /* Records dropped so far by all rings (full buffers). */
 IOT_HIDDEN uint64_t iot_dropped_total(void);
 /* Gives this thread its ring (NULL: record nothing); keeps errno. */
 IOT_HIDDEN struct iot_ring *iot_ring_attach(void);
 IOT_HIDDEN uint32_t iot_gettid(void);
 IOT_HIDDEN void *iot_next_symbol(const char *name);
+/* In a wrapper of `name`: next_name, the next definition of it (the one
+ * the program would have called), looked up once; ENOSYS when none. */
+#define IOT_NEXT(name, on_missing)                                                  \
+    static __typeof__(&name) next_##name;                                           \
+    if (IOT_UNLIKELY(!next_##name)) {                                               \
+        next_##name = (__typeof__(&name))iot_next_symbol(#name);                    \
+        if (!next_##name) {                                                         \
+            errno = ENOSYS;                                                         \
+            return on_missing;                                                      \
+        }                                                                           \
+    }
 IOT_HIDDEN void iot_disable_after_error(const char *what);
 IOT_HIDDEN void iot_debug_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Registers a path (made absolute) and returns its file id; queues its
@@ -265,6 +280,7 @@ IOT_HIDDEN void iot_sender_start(void);
 IOT_HIDDEN void iot_sender_register_ring(struct iot_ring *ring);
 IOT_HIDDEN void iot_sender_flush(int timeout_ms);
 IOT_HIDDEN void iot_sender_stop(void);
+IOT_HIDDEN void iot_sender_before_exec(void);
 /* Wakes the sender thread if it sleeps; any thread, never blocks, keeps
  * errno. */
 IOT_HIDDEN void iot_sender_kick(void);

@@ -83,16 +83,6 @@ static uint64_t iov_bytes(const struct iovec *iov, int n)
     return b;
 }
 
-#define IOT_NEXT(name, on_missing)                                                  \
-    static __typeof__(&name) next_##name;                                           \
-    if (IOT_UNLIKELY(!next_##name)) {                                               \
-        next_##name = (__typeof__(&name))iot_next_symbol(#name);                    \
-        if (!next_##name) {                                                         \
-            errno = ENOSYS;                                                         \
-            return on_missing;                                                      \
-        }                                                                           \
-    }
-
 /* ---- opening -------------------------------------------------------------- */
 
 static int wants_mode(int flags) { return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE; }
@@ -222,6 +212,12 @@ IOT_CREAT_WRAPPER(creat64, IOT_F_POSIX_creat64)
 int close(int fd)
 {
     IOT_NEXT(close, -1);
+    /* The library's connection to the agent: not the program's to close,
+     * and, for the program, not open (fdguard.c). */
+    if (IOT_UNLIKELY(fd >= 0 && fd == iot_sender_fd())) {
+        errno = EBADF;
+        return -1;
+    }
     uint64_t file = iot_fd_file(fd);
     if (IOT_LIKELY(!file) || !posix_tracing())
         return next_close(fd);

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +19,12 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include "client.h"
 #include "clock.h"
-#include "handover.h"
 #include "timeutil.h"
 #include "wire.h"
+#include "zpush.h"
 
 struct name_entry {
     struct name_entry *next;
@@ -93,7 +93,9 @@ static struct {
     _Atomic int ready; /* the socket is open: calls may send (iot_sender_help) */
     struct name_entry *held; /* names taken from the queue, not yet sent */
 
-    void *zctx, *zsock;
+    struct iot_zpush conn; /* to the agent (zpush.h) */
+    int conn_ok;           /* conn is initialised: its endpoint is usable */
+    int64_t next_connect_ns; /* CLOCK_MONOTONIC of the next try when not connected */
     uint64_t seq;
     size_t cap, n_mpiio, n_posix, n_disk;
     struct disk_cols d;
@@ -115,14 +117,16 @@ static struct {
     int final;                /* the last sweep, at exit: nothing comes after it */
     uint64_t boxed_batches, boxed_bytes;
     uint64_t call_batches;    /* of sent_batches, those MPI-IO calls sent (iot_sender_help) */
-    /* Connections to the agent this process had before it made its own (a
-     * forked child has its parent's): not held at exit (handover.h). */
-    struct iot_handover inherited;
 } s = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .idle = PTHREAD_COND_INITIALIZER,
     .names_tail = &s.names,
+    .conn = {.fd = -1},
 };
+
+int iot_sender_fd(void) { return iot_zpush_fd(&s.conn); }
+
+int iot_sender_vacate_fd(int fd) { return iot_zpush_vacate(&s.conn, fd); }
 
 /* ---- registration (application threads) -------------------------------- */
 
@@ -389,8 +393,11 @@ static int dropbox_put(const uint8_t *buf, size_t len)
     int dfd = dropbox_dir(dir, sizeof dir);
     if (dfd < 0)
         return -1;
-    snprintf(name, sizeof name, "%u-%016llx-%llu", (unsigned)iot_g.pid,
-             (unsigned long long)iot_g.epoch, (unsigned long long)s.seq);
+    /* The last part keeps apart batches queued for the agent and boxed
+     * together at exit, after their sequence numbers were given. */
+    snprintf(name, sizeof name, "%u-%016llx-%llu-%llu", (unsigned)iot_g.pid,
+             (unsigned long long)iot_g.epoch, (unsigned long long)s.seq,
+             (unsigned long long)s.boxed_batches);
     snprintf(tmp, sizeof tmp, ".%s", name);
     int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -418,7 +425,7 @@ static int dropbox_put(const uint8_t *buf, size_t len)
 
 static int push(const uint8_t *buf, size_t len)
 {
-    if (s.zsock && zmq_send(s.zsock, buf, len, ZMQ_DONTWAIT) == (int)len)
+    if (s.conn_ok && iot_zpush_send(&s.conn, buf, len) == 0)
         return 0;
     return s.final ? dropbox_put(buf, len) : -1;
 }
@@ -773,11 +780,17 @@ int iot_sender_help(struct iot_ring *r)
     if (!atomic_load_explicit(&s.ready, memory_order_acquire) || !try_token())
         return 0;
     int helped = 0;
-    if (s.zsock && !s.final && pthread_mutex_trylock(&s.lock) == 0) {
+    if (s.conn_ok && !s.final && pthread_mutex_trylock(&s.lock) == 0) {
         hold_names();
         pthread_mutex_unlock(&s.lock);
         int saved = errno;
-        iot_t.internal++; /* ZeroMQ's own system calls are not the application's */
+        /* No signal handler of the program's may run on this thread while
+         * it writes on the agent's socket: one that dup2()s onto that
+         * descriptor would wait for this write to end (iot_zpush_vacate). */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        iot_t.internal++; /* the library's own system calls are not the application's */
         int64_t now = iot_now_ns();
         uint64_t before = s.sent_batches;
         drain_ring(r, &s.held, now);
@@ -785,6 +798,7 @@ int iot_sender_help(struct iot_ring *r)
             send_batch(&s.held, now);
         s.call_batches += s.sent_batches - before;
         iot_t.internal--;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         errno = saved;
         helped = 1;
     }
@@ -794,64 +808,43 @@ int iot_sender_help(struct iot_ring *r)
 
 /* ---- the thread ------------------------------------------------------------ */
 
+/* Connects when not connected, at most every RECONNECT_MS: an agent that
+ * is absent costs a failed connect(2), which a Unix socket answers at
+ * once.  Only the sender thread connects. */
+#define RECONNECT_MS 100
+
+static void connect_agent(void)
+{
+    if (!s.conn_ok || atomic_load_explicit(&s.conn.fd, memory_order_relaxed) >= 0)
+        return;
+    int64_t now = iot_mono_ns();
+    if (now < s.next_connect_ns)
+        return;
+    s.next_connect_ns = now + (int64_t)RECONNECT_MS * 1000000;
+    uint64_t before = s.conn.connects;
+    if (iot_zpush_connect(&s.conn) != 0)
+        iot_debug_log("cannot reach the agent at %s: %s", iot_g.cfg.agent, strerror(errno));
+    else if (before)
+        iot_debug_log("connected to the agent again (%llu times)",
+                      (unsigned long long)s.conn.connects);
+}
+
 static void open_socket(void)
 {
-    s.zctx = zmq_ctx_new();
-    if (!s.zctx)
+    char err[200];
+    if (iot_zpush_init(&s.conn, iot_g.cfg.agent, iot_g.cfg.send_queue, err, sizeof err) != 0) {
+        iot_debug_log("cannot use agent endpoint: %s", err);
         return;
-    zmq_ctx_set(s.zctx, ZMQ_IO_THREADS, 1);
-    zmq_ctx_set(s.zctx, ZMQ_BLOCKY, 0);
-    if (iot_g.cfg.sender_policy != SCHED_OTHER)
-        zmq_ctx_set(s.zctx, ZMQ_THREAD_SCHED_POLICY, iot_g.cfg.sender_policy);
-    s.zsock = zmq_socket(s.zctx, ZMQ_PUSH);
-    if (!s.zsock)
-        return;
-    int hwm = (int)iot_g.cfg.send_queue, linger = (int)iot_g.cfg.linger_ms, one = 1;
-    zmq_setsockopt(s.zsock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(s.zsock, ZMQ_LINGER, &linger, sizeof linger);
-    /* Without a live agent, sends fail at once instead of queueing. */
-    zmq_setsockopt(s.zsock, ZMQ_IMMEDIATE, &one, sizeof one);
-    iot_handover_find(iot_g.cfg.agent, NULL, &s.inherited, 0);
-    if (zmq_connect(s.zsock, iot_g.cfg.agent) != 0) {
-        iot_debug_log("cannot use agent endpoint %s: %s", iot_g.cfg.agent,
-                      zmq_strerror(zmq_errno()));
-        zmq_close(s.zsock);
-        s.zsock = NULL;
     }
+    s.conn_ok = 1;
+    connect_agent();
 }
 
-/* The connection to the agent completes asynchronously; give it a moment
- * (on this thread, never the application's) before the first batch, so that
- * a process's first events are not dropped for want of a finished handshake.
- * This counts as work (see iot_sender_fork_prepare): meanwhile ZeroMQ's I/O
- * thread is setting up the connection and allocating. */
-static void await_connection(int max_ms)
+static void box_queued(const uint8_t *buf, size_t len, void *arg)
 {
-    for (int waited = 0; s.zsock && waited < max_ms; waited += 5) {
-        int events = 0;
-        size_t len = sizeof events;
-        if (zmq_getsockopt(s.zsock, ZMQ_EVENTS, &events, &len) == 0 && (events & ZMQ_POLLOUT))
-            return;
-        struct timespec ts = {0, 5000000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-/* 1 when the linger ran out with batches still queued: ZeroMQ keeps no
- * count of what it then throws away, but it is the only thing that makes
- * closing take the whole linger. */
-static int close_socket(void)
-{
-    int64_t t0 = iot_mono_ns();
-    int queued = s.zsock && s.sent_batches > s.boxed_batches;
-    if (s.zsock)
-        zmq_close(s.zsock);
-    /* A signal cuts the wait short (EINTR): what is queued is still queued. */
-    while (s.zctx && zmq_ctx_term(s.zctx) != 0 && zmq_errno() == EINTR)
-        ;
-    s.zsock = s.zctx = NULL;
-    int64_t took_ms = (iot_mono_ns() - t0) / 1000000;
-    return queued && took_ms >= (int64_t)iot_g.cfg.linger_ms * 9 / 10;
+    (void)arg;
+    if (dropbox_put(buf, len) != 0)
+        iot_debug_log("a batch the agent had not taken did not fit in its drop box");
 }
 
 /* Whatever the agent did not take vanishes with the process, and the last
@@ -890,27 +883,57 @@ static void leave_running_total(const char *why)
     free(buf);
 }
 
-/* Closes the connection to the agent once the agent has read it, or the
- * linger has run out (handover.h), and leaves the running total. */
+/* Closes the connection to the agent once the agent has read everything
+ * written on it, or the linger has run out, and leaves the running total.
+ * The agent's libzmq throws away what is still unread in a connection that
+ * was closed (libzmq issue #1813), hence the wait for SIOCOUTQ to fall to 0
+ * rather than for the writes alone.  Batches still queued here then (the
+ * agent is stopped or swamped) go into its drop box instead; an agent that
+ * is not there is not waited for at all. */
+/* Waits, at most the linger, until the agent has answered the handshake,
+ * taken every queued batch and read every byte; then what is still queued
+ * goes into the drop box.  The bytes the agent had not read, and in
+ * *queued the batches boxed. */
+static long await_agent_read(size_t *queued)
+{
+    int64_t deadline = iot_mono_ns() + (int64_t)iot_g.cfg.linger_ms * 1000000;
+    long unread = 0;
+    while (s.conn_ok && atomic_load(&s.conn.fd) >= 0) {
+        size_t waiting = iot_zpush_flush(&s.conn);
+        unread = iot_zpush_unread(&s.conn);
+        int peer_ready = iot_zpush_peer_ready(&s.conn);
+        if ((!waiting && !unread && peer_ready) || iot_mono_ns() >= deadline)
+            break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    *queued = s.conn.n;
+    if (s.conn_ok)
+        iot_zpush_drain(&s.conn, box_queued, NULL);
+    return unread;
+}
+
 static void hand_over_last(void)
 {
-    struct iot_handover held = {0};
-    int used = s.zsock && s.sent_batches > s.boxed_batches;
-    if (used)
-        iot_handover_find(iot_g.cfg.agent, &s.inherited, &held, 1);
-    int64_t closing = iot_mono_ns();
-    int ran_out = close_socket();
-    long unread =
-        iot_handover_release(&held, closing + (int64_t)iot_g.cfg.linger_ms * 1000000);
-    char why[160];
-    if (ran_out)
-        snprintf(why, sizeof why, "the agent had not taken every batch when the linger (%llu ms) "
-                 "ran out", (unsigned long long)iot_g.cfg.linger_ms);
-    else if (unread)
+    int used = s.sent_batches > s.boxed_batches;
+    size_t queued = 0;
+    long unread = used ? await_agent_read(&queued) : 0;
+    if (s.conn_ok) {
+        if (!used)
+            iot_zpush_drain(&s.conn, box_queued, NULL);
+        iot_zpush_close(&s.conn);
+    }
+    char why[200];
+    if (unread)
         snprintf(why, sizeof why, "the agent had not read %ld bytes of the last batches when the "
                  "linger (%llu ms) ran out", unread, (unsigned long long)iot_g.cfg.linger_ms);
+    else if (s.conn.lost_partial)
+        snprintf(why, sizeof why, "%llu batches were cut off by a broken connection to the agent",
+                 (unsigned long long)s.conn.lost_partial);
+    if (queued)
+        iot_debug_log("%zu batches the agent had not taken went into its drop box", queued);
     if (used)
-        leave_running_total(ran_out || unread ? why : NULL);
+        leave_running_total(unread || s.conn.lost_partial ? why : NULL);
 }
 
 /* The sender thread sleeps on s.kick, a futex, rather than on a condition
@@ -960,10 +983,7 @@ static void *sender_main(void *arg)
     if (iot_g.cfg.sender_policy != SCHED_OTHER)
         pthread_setschedparam(pthread_self(), iot_g.cfg.sender_policy, &none);
     open_socket();
-    await_connection(500);
-    if (!s.zsock)
-        iot_debug_log("no agent connection; events will be counted as dropped");
-    else
+    if (s.conn_ok)
         atomic_store_explicit(&s.ready, 1, memory_order_release);
     /* Sweep when half a batch is waiting, a ring is filling up (a thread
      * woke the sender) or the flush interval passes; look as often as the
@@ -980,6 +1000,15 @@ static void *sender_main(void *arg)
             atomic_store_explicit(&s.ready, 0, memory_order_relaxed);
             take_token();
             s.final = 1;
+            give_token();
+        }
+        /* Reconnect, and write out what the kernel could not take before,
+         * also when no sweep is due. */
+        if (s.conn_ok && (atomic_load_explicit(&s.conn.fd, memory_order_relaxed) < 0 ||
+                          s.conn.n)) {
+            take_token();
+            connect_agent();
+            iot_zpush_flush(&s.conn);
             give_token();
         }
         struct ring_fill f;
@@ -1043,8 +1072,16 @@ void iot_sender_start(void)
     pthread_cond_init(&s.swept, &ca);
     pthread_condattr_destroy(&ca);
     s.working = 1; /* from its very start: a new thread's set-up allocates too */
-    if (alloc_columns(iot_g.cfg.batch_events) != 0 ||
-        pthread_create(&s.thread, NULL, sender_main, NULL) != 0) {
+    /* The program's signals are not for the library's thread: it starts
+     * with all of them blocked (a handler run there could, say, dup2() onto
+     * the agent's socket while this thread writes on it). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int failed = alloc_columns(iot_g.cfg.batch_events) != 0 ||
+                 pthread_create(&s.thread, NULL, sender_main, NULL) != 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (failed) {
         s.started = s.working = 0;
         pthread_mutex_unlock(&s.lock);
         iot_disable_after_error("cannot start the sender thread");
@@ -1081,6 +1118,35 @@ void iot_sender_flush(int timeout_ms)
         }
     }
     pthread_mutex_unlock(&s.lock);
+}
+
+/* The program replaces itself (execve and the like): the new image has a
+ * library of its own, and this one's rings and queue vanish with the old
+ * image, uncounted.  So what it recorded goes out first and the agent reads
+ * it, within the linger, as at exit, and the running total goes into the
+ * drop box; the connection closes with the exec (O_CLOEXEC).  If the exec
+ * fails, the process goes on tracing as before, and leaves a larger
+ * running total at exit.  Not in a vfork() child (it shares the parent's
+ * memory, and its parent's sender is not its own). */
+void iot_sender_before_exec(void)
+{
+    pthread_mutex_lock(&s.lock);
+    int running = s.started && !s.stop;
+    pthread_mutex_unlock(&s.lock);
+    if (!running || (uint32_t)getpid() != (uint32_t)iot_g.pid)
+        return;
+    iot_sender_flush((int)iot_g.cfg.linger_ms);
+    take_token();
+    if (s.sent_batches > s.boxed_batches) {
+        size_t queued = 0;
+        long unread = await_agent_read(&queued);
+        char why[160];
+        snprintf(why, sizeof why, "at exec, the agent had not read %ld bytes of the last batches "
+                 "when the linger (%llu ms) ran out", unread,
+                 (unsigned long long)iot_g.cfg.linger_ms);
+        leave_running_total(unread ? why : NULL);
+    }
+    give_token();
 }
 
 void iot_sender_stop(void)
@@ -1149,7 +1215,21 @@ void iot_sender_after_fork_child(void)
     atomic_store(&s.ready, 0);
     s.started = s.stop = s.flush_requested = s.working = 0;
     atomic_store(&s.kick, KICK_AWAKE);
-    s.zctx = s.zsock = NULL;
+    /* The parent's connection: its queue is the parent's to send, and a
+     * write here would cut into its stream.  The child makes its own. */
+    if (s.conn_ok) {
+        int fd = atomic_load(&s.conn.fd);
+        if (fd >= 0)
+            syscall(SYS_close, fd);
+        atomic_store(&s.conn.fd, -1);
+        for (size_t i = 0; i < s.conn.n; i++)
+            free(s.conn.queue[(s.conn.head + i) % s.conn.max_queue].buf);
+        free(s.conn.queue);
+        memset(&s.conn, 0, sizeof s.conn);
+        atomic_store(&s.conn.fd, -1);
+        s.conn_ok = 0;
+    }
+    s.next_connect_ns = 0;
     s.seq = 0;
     s.made = s.sent_events = s.sent_batches = s.failed_batches = 0;
     s.final = 0;

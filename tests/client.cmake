@@ -4,6 +4,7 @@ add_executable(mpiio_mix ${IOTRACE_TEST_DIR}/mpi/mpiio_mix.c)
 target_link_libraries(mpiio_mix PRIVATE MPI::MPI_C)
 add_executable(posix_mix ${IOTRACE_TEST_DIR}/posix/posix_mix.c)
 add_executable(posix_burst ${IOTRACE_TEST_DIR}/posix/burst.c)
+add_executable(fd_abuse ${IOTRACE_TEST_DIR}/posix/fd_abuse.c)
 add_executable(aio_mix ${IOTRACE_TEST_DIR}/mpi/aio_mix.c)
 target_link_libraries(aio_mix PRIVATE MPI::MPI_C Threads::Threads)
 add_executable(steady_io ${IOTRACE_TEST_DIR}/mpi/steady_io.c)
@@ -49,8 +50,12 @@ add_test(NAME client.paths
 # The drop box with another user's files in it (root: acts as nobody).
 add_test(NAME client.dropbox
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_dropbox.py ${IOTRACE_IT_ARGS})
+# Programs that close or overwrite every descriptor, and absent or stopped agents.
+add_test(NAME client.descriptors
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_descriptors.py ${IOTRACE_IT_ARGS}
+          --fd-abuse=$<TARGET_FILE:fd_abuse>)
 set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client.posix_and_fork client.transparency
-  client.aio client.inline_send client.agent_killed client.paths client.dropbox
+  client.descriptors client.aio client.inline_send client.agent_killed client.paths client.dropbox
   PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
 set_tests_properties(client.dropbox PROPERTIES SKIP_RETURN_CODE 77)
 

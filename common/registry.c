@@ -80,11 +80,30 @@ static void pause_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* posix_fallocate and fallocate may be interrupted by a signal (tmpfs
+ * gives up a large reservation then); they return an error number. */
+static int fallocate_whole(int fd, size_t size, int emulate)
+{
+    int e;
+    do
+        if (emulate)
+            e = posix_fallocate(fd, 0, (off_t)size);
+        else
+            e = fallocate(fd, 0, 0, (off_t)size) < 0 ? errno : 0;
+    while (e == EINTR);
+    return e;
+}
+
 /* Makes the registry of `uid` unless it exists (0 either way).  It gets
  * its final owner and mode before anything else, and the magic last, so
  * that whoever sees the magic sees a complete table that is already its
- * owner's.  Written with pwrite: its owner may truncate it meanwhile, and
- * a mapping would then raise SIGBUS here. */
+ * owner's.  Every page is reserved before the magic: a sparse table on a
+ * tmpfs that someone else fills up would raise SIGBUS in the first rank
+ * that touches one of its holes, and a registry that cannot be reserved
+ * is not made.  Where the file system has no fallocate, posix_fallocate
+ * writes every block (nobody writes the table before the magic).  Written
+ * with pwrite: its owner may truncate it meanwhile, and a mapping would
+ * then raise SIGBUS here. */
 static int create_object(const char *path, const char *name, uint32_t uid, uint32_t gid,
                          char *err, size_t errlen)
 {
@@ -100,16 +119,18 @@ static int create_object(const char *path, const char *name, uint32_t uid, uint3
                                .slot_size = sizeof(struct iot_reg_slot)};
     uint32_t magic = IOT_REGISTRY_MAGIC;
     const char *step = NULL;
+    int e = 0;
     if (uid != (uint32_t)geteuid() && fchown(fd, (uid_t)uid, (gid_t)gid) < 0)
         step = "give away";
     else if (fchmod(fd, 0600) < 0) /* the umask may have taken the owner's bits */
         step = "protect";
-    else if (ftruncate(fd, (off_t)registry_size(IOT_REGISTRY_SLOTS)) < 0)
-        step = "size";
+    else if ((e = fallocate_whole(fd, registry_size(IOT_REGISTRY_SLOTS), 1)) != 0)
+        step = "reserve";
     else if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
              pwrite(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic)
         step = "write";
-    int e = errno;
+    if (step && !e)
+        e = errno;
     close(fd);
     if (!step)
         return 0;
@@ -195,6 +216,29 @@ static int check_object(int fd, const char *name, uint32_t uid, int wait, struct
     return 0;
 }
 
+/* A writer maps the table and may touch any of its pages; on a tmpfs
+ * that is full, a page without storage raises SIGBUS when touched.  The
+ * creator reserved them all, but an older iotrace, or another process of
+ * the owner's, may have left holes: reserve them again (fallocate is
+ * idempotent, keeps what is written and needs only write access).  Where
+ * the file system has no fallocate, accept only a file whose blocks cover
+ * its size (blocks are 512 bytes in st_blocks): the emulation in
+ * posix_fallocate writes a zero into every block where it reads one,
+ * which races the stores of the other ranks. */
+static int reserve_object(int fd, const struct stat *st, size_t size, const char *name,
+                          char *err, size_t errlen)
+{
+    int e = fallocate_whole(fd, size, 0);
+    if (e == 0)
+        return 0;
+    if ((e == EOPNOTSUPP || e == ENOSYS) && (uint64_t)st->st_blocks * 512u >= size)
+        return 0;
+    if (e == EOPNOTSUPP || e == ENOSYS)
+        return iot_fail(err, errlen, "registry %s is sparse (%lld of %zu bytes allocated) and "
+                        "cannot be reserved here", name, (long long)st->st_blocks * 512, size);
+    return iot_fail(err, errlen, "cannot reserve registry %s: %s", name, strerror(e));
+}
+
 static iot_registry *open_registry(const char *name, uint32_t uid, uint32_t gid, int create,
                                    int writer, char *err, size_t errlen)
 {
@@ -209,7 +253,8 @@ static iot_registry *open_registry(const char *name, uint32_t uid, uint32_t gid,
     struct stat st;
     uint32_t slots = 0;
     iot_registry *r = NULL;
-    if (check_object(fd, name, uid, writer, &st, &slots, err, errlen) < 0)
+    if (check_object(fd, name, uid, writer, &st, &slots, err, errlen) < 0 ||
+        (writer && reserve_object(fd, &st, registry_size(slots), name, err, errlen) < 0))
         goto out;
     if (!(r = calloc(1, sizeof *r))) {
         iot_fail(err, errlen, "cannot open registry %s: out of memory", name);
@@ -218,7 +263,7 @@ static iot_registry *open_registry(const char *name, uint32_t uid, uint32_t gid,
     *r = (iot_registry){.fd = -1, .mask = slots - 1, .uid = uid, .size = registry_size(slots),
                         .dev = st.st_dev, .ino = st.st_ino};
     if (!writer) {
-        r->fd = fd;
+        r->fd = fd; /* pread: a hole reads as zeros, a truncation as a short read */
         return r;
     }
     void *map = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -8,9 +8,11 @@
  * process maps a registry another user can write. Writers (the ranks of
  * its owner) map it and never lock: a thread claims a slot once
  * (compare-and-swap on the tid), then publishes and clears CallIDs with
- * single atomic stores. Readers never map it: they pread slots and take a
- * copy only when a second one matches it, so a registry truncated or
- * scribbled on under them only costs tags. Slots of processes that died
+ * single atomic stores. Every page of it is reserved (fallocate) before it
+ * is mapped: anyone can fill /dev/shm, and touching a page that has no
+ * storage then raises SIGBUS. Readers never map it: they pread slots and
+ * take a copy only when a second one matches it, so a registry truncated
+ * or scribbled on under them only costs tags. Slots of processes that died
  * without clearing them are ignored, and reclaimed by writers.
  * Layout, naming and rules: docs/registry.md. */
 #ifndef IOT_REGISTRY_H
@@ -69,7 +71,10 @@ int iot_registry_user_name(const char *base, uint32_t uid, char *out, size_t out
  * process, creating it (mode 0600, whatever the umask) when `create` is set
  * and it does not exist.  Refuses anything but a complete registry in a
  * regular file that belongs to the caller's effective uid, has exactly the
- * registry's size and that neither group nor others may write.  A name with
+ * registry's size and that neither group nor others may write; refuses it
+ * too when its pages cannot all be given storage (fallocate; where there
+ * is none, its blocks must cover its size): on a full tmpfs, touching a
+ * mapped page without storage raises SIGBUS.  A name with
  * a '/' after the first character is a file path, otherwise a POSIX
  * shared-memory name (in /dev/shm).  Waits up to about 0.1 s for a
  * registry another process is creating. */
@@ -79,7 +84,8 @@ iot_registry *iot_registry_open(const char *name, int create, char *err, size_t 
  * root): opens the registry `name` of user `uid`, refusing what
  * iot_registry_open would refuse with `uid` as the caller.  When `create`
  * is set and it does not exist it is made for that user (owned by
- * uid:gid, mode 0600), so that the user's first ranks find it there.
+ * uid:gid, mode 0600, every page reserved), so that the user's first
+ * ranks find it there.
  * Lookups read it through its descriptor, never through a mapping: its
  * owner can truncate it.  Never waits. */
 iot_registry *iot_registry_open_reader(const char *name, uint32_t uid, uint32_t gid, int create,

@@ -14,3 +14,11 @@ add_test(NAME registry.ranks
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_registry.py ${IOTRACE_IT_ARGS}
           --loop-app=$<TARGET_FILE:mpiio_loop> --thread-app=$<TARGET_FILE:thread_calls>)
 set_tests_properties(registry.ranks PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+
+# Ranks with their registry on a full tmpfs (a small one of the test's own,
+# in a private mount namespace): a sparse registry refused, none made
+# without room for its table, a reserved one used; no SIGBUS (root).
+add_test(NAME registry.full_tmpfs
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_registry_full.py
+          ${IOTRACE_IT_ARGS})
+set_tests_properties(registry.full_tmpfs PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)

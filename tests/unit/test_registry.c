@@ -3,7 +3,8 @@
  * read consistently, through a mapping and through pread; bad registry
  * objects refused; per-user names and ownership: a registry of another
  * user, or one others may write, is refused, other users can neither
- * write nor truncate one, and a reader survives its truncation. */
+ * write nor truncate one, and a reader survives its truncation; on a full
+ * tmpfs, no writer is given a table with pages that have no storage. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -460,6 +463,218 @@ static void test_reader_survives_truncation(void **state)
     expect_open_error("too small");
 }
 
+/* A page of a shared mapping of a tmpfs file that has no storage yet gets
+ * it when first touched; when the tmpfs is full (any user can fill
+ * /dev/shm), that touch raises SIGBUS.  These cases run in a child with a
+ * tmpfs of its own, in a private mount namespace, and report the first
+ * step that failed as its exit status (77: no such tmpfs to be had). */
+static char small_dir[300], small_reg[340];
+
+static int small_fail(int code, const char *what, const char *err)
+{
+    fprintf(stderr, "%s%s%s\n", what, err && err[0] ? ": " : "", err ? err : "");
+    return code;
+}
+
+static size_t table_size(void)
+{
+    return sizeof(struct iot_reg_header) + IOT_REGISTRY_SLOTS * sizeof(struct iot_reg_slot);
+}
+
+static int fully_allocated(void)
+{
+    struct stat st;
+    return stat(small_reg, &st) == 0 && (uint64_t)st.st_blocks * 512u >= table_size();
+}
+
+/* Fills the tmpfs, then frees `pages` pages of it again; 0 when it was
+ * full. */
+static int fill_leaving(size_t pages)
+{
+    char file[400];
+    snprintf(file, sizeof file, "%s/fill", small_dir);
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return -1;
+    static const char page[4096] = {1};
+    off_t n = 0;
+    ssize_t got;
+    while ((got = pwrite(fd, page, sizeof page, n)) > 0)
+        n += got;
+    int full = got < 0 && errno == ENOSPC;
+    off_t keep = n - (off_t)(pages * (size_t)sysconf(_SC_PAGESIZE));
+    int rc = full && keep >= 0 && ftruncate(fd, keep) == 0 ? 0 : -1;
+    close(fd);
+    return rc;
+}
+
+static void unfill(void)
+{
+    char file[400];
+    snprintf(file, sizeof file, "%s/fill", small_dir);
+    unlink(file);
+}
+
+/* What ranks of an older iotrace left: a complete header over holes. */
+static int plant_sparse(void)
+{
+    struct iot_reg_header h = {.version = IOT_REGISTRY_VERSION, .slots = IOT_REGISTRY_SLOTS,
+                               .slot_size = sizeof(struct iot_reg_slot)};
+    atomic_store(&h.magic, IOT_REGISTRY_MAGIC);
+    int fd = open(small_reg, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return -1;
+    int rc = pwrite(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+             ftruncate(fd, (off_t)table_size()) == 0 ? 0 : -1;
+    close(fd);
+    return rc;
+}
+
+/* Writes into, and reads, every page of the table, as the ranks of a node
+ * come to over time: a slot claimed and published in for every tid, then
+ * a sweep that reads every slot. */
+static void touch_every_page(iot_registry *w)
+{
+    for (uint32_t tid = 1; tid <= IOT_REGISTRY_SLOTS; tid++) {
+        struct iot_reg_slot *s = iot_registry_claim(w, tid, (uint32_t)getpid(), "full", 0);
+        if (s) {
+            iot_registry_begin(s, tid);
+            iot_registry_release(s, tid);
+        }
+    }
+    iot_registry_sweep(w);
+}
+
+/* A writer that is handed a table anyway uses it, as a rank would: with
+ * holes on a full tmpfs, that is where SIGBUS strikes. */
+static int refused(iot_registry *w, int code, const char *what, const char *err)
+{
+    if (w)
+        touch_every_page(w);
+    return small_fail(code, what, err);
+}
+
+/* Fills the tmpfs, then uses every page of `w` and closes it: 0, or
+ * `code` when the tmpfs cannot be filled. */
+static int use_on_full_tmpfs(iot_registry *w, int code)
+{
+    int rc = fill_leaving(0) < 0 ? small_fail(code, "cannot fill the tmpfs", strerror(errno)) : 0;
+    if (rc == 0)
+        touch_every_page(w);
+    iot_registry_close(w);
+    return rc;
+}
+
+struct small_case {
+    int (*run)(void); /* its exit status */
+};
+
+/* The case to run is the test's state (see ON_SMALL_TMPFS). */
+static void test_on_small_tmpfs(void **state)
+{
+    int (*fn)(void) = ((const struct small_case *)*state)->run;
+    need_root();
+    snprintf(small_dir, sizeof small_dir, "%s/small", dir);
+    snprintf(small_reg, sizeof small_reg, "%s/registry", small_dir);
+    assert_true(mkdir(small_dir, 0700) == 0 || errno == EEXIST);
+    fflush(NULL);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        /* cmocka's handlers would carry on with the next test in here. */
+        const int fatal[] = {SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGSYS};
+        for (size_t i = 0; i < sizeof fatal / sizeof *fatal; i++)
+            signal(fatal[i], SIG_DFL);
+        /* Private, so that the tmpfs vanishes with the child whatever
+         * happens to it. */
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("iotrace-test", small_dir, "tmpfs", 0, "size=4m,mode=0700") < 0) {
+            perror("private tmpfs");
+            _exit(77);
+        }
+        _exit(fn());
+    }
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    rmdir(small_dir);
+    if (WIFSIGNALED(status))
+        fail_msg("the child died of signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    if (WEXITSTATUS(status) == 77)
+        skip();
+    if (WEXITSTATUS(status) != 0)
+        fail_msg("step %d failed", WEXITSTATUS(status));
+}
+
+/* Made with every page reserved, it is used on a full tmpfs, by its maker
+ * and by a later opener alike. */
+static int made_reserved(void)
+{
+    char err[256] = "";
+    iot_registry *w = iot_registry_open(small_reg, 1, err, sizeof err);
+    if (!w)
+        return small_fail(1, "cannot make a registry on an empty tmpfs", err);
+    if (!fully_allocated())
+        return small_fail(2, "the registry was made sparse", NULL);
+    int rc = use_on_full_tmpfs(w, 3);
+    if (rc)
+        return rc;
+    if (!(w = iot_registry_open(small_reg, 0, err, sizeof err)))
+        return small_fail(4, "a reserved registry refused on a full tmpfs", err);
+    touch_every_page(w);
+    iot_registry_close(w);
+    return 0;
+}
+
+/* A sparse one, found on a full tmpfs: readers may read it (holes read as
+ * zeros), writers refuse it until its holes can be reserved. */
+static int sparse_found(void)
+{
+    char err[512] = "";
+    if (plant_sparse() < 0 || fill_leaving(0) < 0)
+        return small_fail(1, "cannot plant a sparse registry on a full tmpfs", strerror(errno));
+    iot_registry *r = iot_registry_open_reader(small_reg, (uint32_t)geteuid(),
+                                               (uint32_t)getegid(), 0, err, sizeof err);
+    if (!r)
+        return small_fail(2, "a reader refused a sparse registry", err);
+    struct iot_reg_entry e;
+    for (uint32_t tid = 1; tid <= IOT_REGISTRY_SLOTS; tid++)
+        if (iot_registry_lookup(r, tid, &e))
+            return small_fail(3, "a hole read as a running call", NULL);
+    iot_registry_close(r);
+
+    char want[sizeof small_reg + 64];
+    snprintf(want, sizeof want, "cannot reserve registry %s: %s", small_reg, strerror(ENOSPC));
+    iot_registry *w = iot_registry_open(small_reg, 0, err, sizeof err);
+    if (w || !strstr(err, want))
+        return refused(w, 4, "a sparse registry on a full tmpfs opened for writing", err);
+    unfill();
+    if (!(w = iot_registry_open(small_reg, 0, err, sizeof err)))
+        return small_fail(5, "a sparse registry refused with room to reserve it", err);
+    if (!fully_allocated())
+        return small_fail(6, "the opener did not reserve the holes", NULL);
+    return use_on_full_tmpfs(w, 7);
+}
+
+/* Room for the header but not the table: neither a rank nor the file
+ * system client makes it, and nothing half-made is left under the name. */
+static int no_room(void)
+{
+    char err[256] = "";
+    if (fill_leaving(8) < 0)
+        return small_fail(1, "cannot fill the tmpfs", strerror(errno));
+    iot_registry *w = iot_registry_open(small_reg, 1, err, sizeof err);
+    if (w || !strstr(err, "cannot reserve registry"))
+        return refused(w, 2, "a registry made without room for its table", err);
+    if (access(small_reg, F_OK) == 0)
+        return small_fail(3, "a registry that could not be reserved was left behind", NULL);
+    iot_registry *r = iot_registry_open_reader(small_reg, NOBODY, NOBODY, 1, err, sizeof err);
+    if (r || !strstr(err, "cannot reserve registry"))
+        return small_fail(4, "the reader made a registry without room for its table", err);
+    if (access(small_reg, F_OK) == 0)
+        return small_fail(5, "the reader left a registry that could not be reserved", NULL);
+    return 0;
+}
+
 /* Whatever a writer of the registry puts in a slot, a reader returns at
  * most a bounded entry for that tid. */
 static void test_forged_slots_are_bounded(void **state)
@@ -600,6 +815,9 @@ static void test_registry_made_for_a_user(void **state)
     iot_registry_close(r);
 }
 
+#define ON_SMALL_TMPFS(fn) \
+    {"test_small_tmpfs_" #fn, test_on_small_tmpfs, NULL, NULL, &(struct small_case){fn}}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -620,6 +838,9 @@ int main(void)
         cmocka_unit_test_setup(test_foreign_or_writable_registry_refused, setup),
         cmocka_unit_test_setup(test_not_a_regular_file_refused, setup),
         cmocka_unit_test_setup(test_reader_survives_truncation, setup),
+        ON_SMALL_TMPFS(made_reserved),
+        ON_SMALL_TMPFS(sparse_found),
+        ON_SMALL_TMPFS(no_room),
         cmocka_unit_test_setup(test_forged_slots_are_bounded, setup),
         cmocka_unit_test_setup(test_replaced_registry_is_stale, setup),
         cmocka_unit_test_setup_teardown(test_registry_made_for_a_user, unlink_user_registries,

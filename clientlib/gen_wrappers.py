@@ -103,6 +103,8 @@ def body(name, ret, kind, pos, direction, coll, params):
         lines.append(f"    iot_mpi_leave_begin(&c, ret);")
     elif name == "MPI_File_set_view":
         lines.append(f"    iot_mpi_leave_view(&c, ret, fh, disp, etype, filetype);")
+    elif name == "MPI_File_seek":
+        lines.append(f"    iot_mpi_leave_seek(&c, ret, offset, whence);")
     elif "status" in args:
         lines.append(f"    iot_mpi_leave(&c, ret, status);")
     else:

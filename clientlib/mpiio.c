@@ -252,6 +252,10 @@ struct iot_fh {
     uint64_t file;
     uint64_t coll_seq;
     int trivial_view; /* displacement 0, etype and filetype MPI_BYTE */
+    /* The individual file pointer is at the view's first etype: nothing
+     * moved it since the open, MPI_File_set_view or seek to 0 that put it
+     * there (view_offset). */
+    int at_start;
     /* the split collective in progress on this handle */
     uint64_t split_callid, split_coll_seq, split_bytes;
     int64_t split_offset;
@@ -306,7 +310,7 @@ static struct iot_fh *fh_insert(MPI_File fh, uint64_t file)
             slot = e;
     }
     if (slot) {
-        *slot = (struct iot_fh){.file = file, .coll_seq = 1, .trivial_view = 1};
+        *slot = (struct iot_fh){.file = file, .coll_seq = 1, .trivial_view = 1, .at_start = 1};
         __atomic_store_n(&slot->fh, fh, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&fh_lock);
@@ -492,24 +496,44 @@ IOT_HOT uint64_t bytes_of(MPI_Count count, MPI_Datatype type)
     return type_bytes(count, type);
 }
 
+/* Byte offset of the view's k-th etype, or -1.  Only what MPI computed:
+ * for a negative k, which its MPI_File_get_position can report (see
+ * view_offset), ROMIO (MPICH 4.0) raises an error through the file's
+ * error handler (fatal under MPI_ERRORS_ARE_FATAL) and answers
+ * MPI_SUCCESS without writing the result, so it is not asked.  The result
+ * starts as -1, the trace's "not known", and whatever is still negative
+ * afterwards is no offset. */
+static int64_t view_byte(MPI_File fh, MPI_Offset k)
+{
+    MPI_Offset b = -1;
+    if (k < 0 || !pmpi.get_byte_offset || pmpi.get_byte_offset(fh, k, &b) != MPI_SUCCESS ||
+        b < 0)
+        return -1;
+    return (int64_t)b;
+}
+
 static int64_t byte_offset(struct iot_fh *e, MPI_File fh, MPI_Offset off)
 {
     if (e && e->trivial_view)
-        return off;
-    MPI_Offset disp;
-    if (!pmpi.get_byte_offset || pmpi.get_byte_offset(fh, off, &disp) != MPI_SUCCESS)
-        return -1;
-    return disp;
+        return off < 0 ? -1 : off;
+    return view_byte(fh, off);
 }
 
-/* Where an access through a view or the individual file pointer starts. */
+/* Where an access through a view or the individual file pointer starts.
+ * Under a view of some resized filetypes (an int whose lower bound is the
+ * next int, MPICH's test/mpi/io/resized.c) ROMIO reports the position as
+ * -1 while the pointer is at the view's first etype; the pointer is known
+ * to be there until an access or a seek moves it, and ROMIO's byte offset
+ * of etype 0 is right. */
 IOT_COLD int64_t view_offset(struct iot_fh *e, unsigned flags, MPI_File fh, MPI_Offset off)
 {
     if (flags & IOT_MF_AT)
         return byte_offset(e, fh, off);
-    MPI_Offset pos;
-    if (!pmpi.get_position || pmpi.get_position(fh, &pos) != MPI_SUCCESS)
-        return -1;
+    MPI_Offset pos = -1;
+    if (!pmpi.get_position || pmpi.get_position(fh, &pos) != MPI_SUCCESS || pos < 0)
+        pos = e && e->at_start ? 0 : -1;
+    if (e)
+        e->at_start = 0; /* this access moves the pointer */
     return byte_offset(e, fh, pos);
 }
 
@@ -768,13 +792,6 @@ int64_t iot_mpi_info_id(MPI_Info info, int amode)
 
 /* ---- what a file view looks like ------------------------------------------ */
 
-/* Byte offset of the view's k-th etype, or -1. */
-static int64_t view_byte(MPI_File fh, MPI_Offset k)
-{
-    MPI_Offset b;
-    return pmpi.get_byte_offset(fh, k, &b) == MPI_SUCCESS ? (int64_t)b : -1;
-}
-
 /* Whether etypes j*kb .. j*kb + kb - 1 lie where blocks of b bytes every s
  * bytes from f0 would put them (both ends of the block). */
 static int block_fits(MPI_File fh, MPI_Offset j, MPI_Offset kb, int64_t f0, int64_t b, int64_t s,
@@ -839,6 +856,7 @@ static void iot_mpi_leave_view(struct iot_mpi_call *c, int ret, MPI_File fh, MPI
     uint64_t t1 = end_scope(c), stride = 0;
     c->bytes = 0;
     if (ret == MPI_SUCCESS && c->fhe) {
+        c->fhe->at_start = 1; /* MPI_File_set_view resets the file pointers */
         c->fhe->trivial_view = disp == 0 && etype == MPI_BYTE && filetype == MPI_BYTE;
         if (c->fhe->trivial_view) {
             c->offset = 0;
@@ -848,6 +866,16 @@ static void iot_mpi_leave_view(struct iot_mpi_call *c, int ret, MPI_File fh, MPI
         }
     }
     record(c, t1, ret, stride);
+}
+
+/* Seeking the individual file pointer to 0 puts it at the view's first
+ * etype, any other seek somewhere view_offset cannot tell. */
+static void iot_mpi_leave_seek(struct iot_mpi_call *c, int ret, MPI_Offset offset, int whence)
+{
+    uint64_t t1 = end_scope(c);
+    if (ret == MPI_SUCCESS && c->fhe)
+        c->fhe->at_start = whence == MPI_SEEK_SET && offset == 0;
+    record(c, t1, ret, 0);
 }
 
 static void iot_mpi_leave_request(struct iot_mpi_call *c, int ret, const MPI_Request *req)

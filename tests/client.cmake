@@ -11,6 +11,8 @@ add_executable(steady_io ${IOTRACE_TEST_DIR}/mpi/steady_io.c)
 target_link_libraries(steady_io PRIVATE MPI::MPI_C)
 add_executable(thread_writes ${IOTRACE_TEST_DIR}/mpi/thread_writes.c)
 target_link_libraries(thread_writes PRIVATE MPI::MPI_C Threads::Threads)
+add_executable(resized_view ${IOTRACE_TEST_DIR}/mpi/resized_view.c)
+target_link_libraries(resized_view PRIVATE MPI::MPI_C)
 
 set(IOTRACE_IT_ARGS
   --collector=$<TARGET_FILE:iotrace-collector>
@@ -45,6 +47,9 @@ add_test(NAME client.inline_send
 add_test(NAME client.agent_killed
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_agent_kill.py ${IOTRACE_IT_ARGS}
           --steady-app=$<TARGET_FILE:steady_io>)
+add_test(NAME client.resized_view
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_resized_view.py ${IOTRACE_IT_ARGS}
+          --resized-app=$<TARGET_FILE:resized_view>)
 add_test(NAME client.paths
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_paths.py ${IOTRACE_IT_ARGS})
 # The drop box with another user's files in it (root: acts as nobody).
@@ -55,7 +60,7 @@ add_test(NAME client.descriptors
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_descriptors.py ${IOTRACE_IT_ARGS}
           --fd-abuse=$<TARGET_FILE:fd_abuse>)
 set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client.posix_and_fork client.transparency
-  client.descriptors client.aio client.inline_send client.agent_killed client.paths client.dropbox
+  client.descriptors client.aio client.inline_send client.agent_killed client.resized_view client.paths client.dropbox
   PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
 set_tests_properties(client.dropbox PROPERTIES SKIP_RETURN_CODE 77)
 

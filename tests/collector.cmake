@@ -33,6 +33,18 @@ target_link_libraries(test_http_api PRIVATE iotrace-daemon PkgConfig::CMOCKA)
 add_test(NAME collector.http_api COMMAND test_http_api)
 set_tests_properties(collector.http_api PROPERTIES LABELS collector TIMEOUT 60)
 
+# The live timeline against the export of the same store: every MPI-IO
+# call with the offset, bytes, file and rank --jsonl gives it
+# (tests/fuzz/v2-store.iots and the .jsonl beside it).
+add_executable(test_live_offsets ${IOTRACE_TEST_DIR}/unit/test_live_offsets.c
+               ${IOTRACE_TEST_DIR}/unit/live_fixture.c)
+target_compile_definitions(test_live_offsets PRIVATE
+  V2_STORE="${IOTRACE_TEST_DIR}/fuzz/v2-store.iots"
+  V2_JSONL="${IOTRACE_TEST_DIR}/fuzz/v2-store.jsonl")
+target_link_libraries(test_live_offsets PRIVATE iotrace-daemon PkgConfig::CMOCKA)
+add_test(NAME collector.live_offsets COMMAND test_live_offsets)
+set_tests_properties(collector.live_offsets PROPERTIES LABELS collector TIMEOUT 60)
+
 # The HTTP server's access control (basic authentication, HTTPS) and its
 # option errors, against the real collector.
 add_test(NAME collector.http_access

@@ -303,10 +303,12 @@ static int on_ordered(void *ctx, const struct xp_event *ev, uint32_t *tag)
     if (alloc_views(j) < 0)
         return -1;
     uint32_t server = ev->producer < l->pipe.an.n_server ? l->pipe.an.server[ev->producer] : 0;
-    struct tl_item it = {.t_start = ev->t_start, .t_end = ev->t_end, .offset = ev->offset,
-                         .id = ev->order, .callid = ev->callid, .bytes = ev->bytes,
-                         .file = ev->file, .producer = ev->producer, .tid = ev->tid,
-                         .server = server, .func = ev->func, .kind = ev->kind};
+    /* The offset as the exports give it: an open's or set_info's names its
+     * mode and hints, and is no position (xp_event_offset). */
+    struct tl_item it = {.t_start = ev->t_start, .t_end = ev->t_end,
+                         .offset = xp_event_offset(ev), .id = ev->order, .callid = ev->callid,
+                         .bytes = ev->bytes, .file = ev->file, .producer = ev->producer,
+                         .tid = ev->tid, .server = server, .func = ev->func, .kind = ev->kind};
     struct second *s = second_of(j, ev->t_start);
     if (ev->kind == XP_MPIIO) {
         RING_PUSH(j->calls_tl, TL_CALLS, it);

@@ -205,9 +205,8 @@ static int fill_ops(struct rp_plan *p, const struct xp_data *d, struct collected
         const char *text = xp_event_info(d, ev);
         if (text && (info = xp_intern(infos, text)) == UINT32_MAX)
             return -1;
-        int64_t offset = ev->kind == XP_MPIIO ? xp_event_offset(ev) : ev->offset;
         p->ops[rank][p->n_ops[rank]++] = (struct rp_op){
-            .t_start = ev->t_start, .t_end = ev->t_end, .offset = offset,
+            .t_start = ev->t_start, .t_end = ev->t_end, .offset = xp_event_offset(ev),
             .bytes = ev->bytes, .xfer = ev->xfer, .ret = ev->ret, .callid = ev->callid,
             .handle = pi, .info = info,
             .coll_seq = (uint32_t)ev->coll_seq, .together = 1, .func = ev->func,

@@ -94,10 +94,16 @@ struct iot_ring {
     char pad1[56];
     _Atomic uint64_t dropped;  /* records lost because the ring was full */
     uint64_t dropped_reported; /* consumer only */
-    _Atomic int dead;          /* owning thread exited */
+    _Atomic int dead;          /* owning thread exited, or the ring was handed over full */
+    int handed_over;           /* full, replaced by a fresh ring (iot_ring_room): its map
+                                  counts against cfg.overflow_bytes until the sender frees it */
     uint32_t tid;
     size_t map_size;
     struct iot_ring *next;
+    /* The ring this one replaced when it was handed over full, while the
+     * sender has not freed it (then NULL): its records come first.  Read
+     * and cleared only by the token's holder. */
+    struct iot_ring *older;
     union iot_slot slots[] __attribute__((aligned(64))); /* the map is page-aligned */
 };
 
@@ -130,6 +136,7 @@ struct iot_config {
     const char *node;
     const char *job;
     uint64_t ring_events;
+    uint64_t overflow_bytes; /* IOTRACE_OVERFLOW_MB: full rings waiting for the sender */
     uint64_t batch_events;
     uint64_t flush_ms;
     uint64_t linger_ms;
@@ -177,6 +184,7 @@ struct iot_global {
     uint64_t start_ns;
     uint64_t epoch;
     _Atomic uint64_t call_counter;
+    _Atomic uint64_t overflow_used; /* bytes of rings handed over full, not yet freed */
 } __attribute__((aligned(64)));
 
 extern IOT_HIDDEN struct iot_global iot_g;
@@ -280,6 +288,10 @@ IOT_HIDDEN void iot_sender_start(void);
 IOT_HIDDEN void iot_sender_register_ring(struct iot_ring *ring);
 IOT_HIDDEN void iot_sender_flush(int timeout_ms);
 IOT_HIDDEN void iot_sender_stop(void);
+/* Puts `ring` right after `after` in the sender's list, so that the sender
+ * drains `after` (older records) first; -1 when the list's lock is taken
+ * (the caller may be a signal handler: it never waits for it). */
+IOT_HIDDEN int iot_sender_insert_ring(struct iot_ring *after, struct iot_ring *ring);
 IOT_HIDDEN void iot_sender_before_exec(void);
 /* Wakes the sender thread if it sleeps; any thread, never blocks, keeps
  * errno. */
@@ -308,7 +320,9 @@ struct iot_wr {
 #define IOT_RING_KICK(size) ((size) / 4)
 
 /* Out of line: the head has reached r->mark (cfg.help_at records waiting,
- * a quarter full, or full, by the producer's last view of the tail).
+ * a quarter full, or full, by the producer's last view of the tail).  A
+ * full ring may be replaced by a fresh one (iot_t.ring) for the sender to
+ * drain whole.
  * `help`: the caller is an MPI-IO call's own record, which may send the
  * ring's records itself. */
 IOT_HIDDEN int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n, int help);
@@ -324,8 +338,12 @@ static inline struct iot_rec *iot_rec_begin_at(struct iot_wr *w, uint64_t n, int
             return NULL;
     }
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    if (IOT_UNLIKELY(h + n > r->mark) && !iot_ring_room(r, h, n, help))
-        return NULL;
+    if (IOT_UNLIKELY(h + n > r->mark)) {
+        if (!iot_ring_room(r, h, n, help))
+            return NULL;
+        r = iot_t.ring; /* a fresh one when this one was full */
+        h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    }
     w->r = r;
     w->h = h;
     return &r->slots[h & r->mask].rec;

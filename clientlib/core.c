@@ -113,6 +113,12 @@ static void read_config(struct iot_config *c)
     c->ring_events = round_pow2(env_u64("IOTRACE_BUFFER_EVENTS",
                                         iot_g.kind == IOT_PRODUCER_SERVER ? 16384 : 65536, 64,
                                         1u << 24));
+    /* A ring that fills while the sender waits for a core is handed to it
+     * whole, and the thread goes on in a fresh one, rather than drop what
+     * it records next: 64 MiB, a million records, is a second of a loop of
+     * a million calls a second with no core for the sender
+     * (docs/performance.md, "When loss begins"). */
+    c->overflow_bytes = env_u64("IOTRACE_OVERFLOW_MB", 64, 0, 1u << 20) << 20;
     c->batch_events = env_u64("IOTRACE_BATCH_EVENTS", 8192, 16, 1u << 20);
     c->flush_ms = env_u64("IOTRACE_FLUSH_MS", 50, 1, 60000);
     c->linger_ms = env_u64("IOTRACE_LINGER_MS", 1000, 0, 600000);
@@ -318,6 +324,23 @@ void *iot_next_symbol(const char *name)
     return p;
 }
 
+/* A new, empty ring for this thread; NULL without memory.  mmap, not
+ * malloc: a full ring is replaced from inside a wrapper that may run in a
+ * signal handler. */
+static struct iot_ring *ring_new(void)
+{
+    size_t n = iot_g.cfg.ring_events;
+    size_t size = sizeof(struct iot_ring) + n * sizeof(union iot_slot);
+    struct iot_ring *r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED)
+        return NULL;
+    r->mask = n - 1;
+    r->mark = iot_g.cfg.help_at ? iot_g.cfg.help_at : IOT_RING_KICK(n);
+    r->map_size = size;
+    r->tid = iot_tid();
+    return r;
+}
+
 static struct iot_ring *ring_attach(void)
 {
     if (!atomic_load_explicit(&iot_g.initialised, memory_order_acquire))
@@ -325,18 +348,12 @@ static struct iot_ring *ring_attach(void)
     if (!atomic_load(&iot_g.active) || iot_t.internal)
         return NULL;
     iot_t.internal++;
-    size_t n = iot_g.cfg.ring_events;
-    size_t size = sizeof(struct iot_ring) + n * sizeof(union iot_slot);
-    struct iot_ring *r = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (r == MAP_FAILED) {
+    struct iot_ring *r = ring_new();
+    if (!r) {
         iot_disable_after_error("cannot allocate an event buffer");
         iot_t.internal--;
         return NULL;
     }
-    r->mask = n - 1;
-    r->mark = iot_g.cfg.help_at ? iot_g.cfg.help_at : IOT_RING_KICK(n);
-    r->map_size = size;
-    r->tid = iot_tid();
     pthread_setspecific(ring_key, r);
     iot_sender_register_ring(r);
     iot_t.ring = r;
@@ -357,11 +374,48 @@ static struct iot_ring *ring_attach(void)
  * Before that, with IOTRACE_INLINE_SEND, an MPI-IO call whose ring holds
  * cfg.help_at records sends them itself (iot_sender_help); a POSIX call
  * made inside one leaves that to the MPI-IO call's own record, next. */
+/* The ring is full and the sender has not come for it: on a node whose
+ * ranks take every core it may wait long for one.  Rather than drop what
+ * the thread records next, the full ring is handed to the sender whole
+ * (marked dead, as at thread exit: the sender drains it and frees it) and
+ * the thread goes on in a fresh one, placed after it so that the sender
+ * takes the older records first.  Bounded by IOTRACE_OVERFLOW_MB for the
+ * whole process; past that, or while the sender holds its list's lock, the
+ * record is dropped and counted as before.  No heap, no waiting: a POSIX
+ * wrapper may be in a signal handler.  1 when iot_t.ring is a fresh ring. */
+static int hand_over_full(struct iot_ring *r)
+{
+    uint64_t limit = iot_g.cfg.overflow_bytes;
+    if (!limit || r != iot_t.ring ||
+        atomic_load_explicit(&iot_g.overflow_used, memory_order_relaxed) + r->map_size > limit)
+        return 0;
+    int saved = errno;
+    struct iot_ring *fresh = ring_new();
+    if (fresh)
+        fresh->older = r;
+    if (fresh && iot_sender_insert_ring(r, fresh) != 0) {
+        munmap(fresh, fresh->map_size);
+        fresh = NULL;
+    }
+    errno = saved;
+    if (!fresh)
+        return 0;
+    atomic_fetch_add(&iot_g.overflow_used, r->map_size);
+    r->handed_over = 1;
+    iot_t.ring = fresh;
+    pthread_setspecific(ring_key, fresh); /* thread exit marks the ring in use dead */
+    atomic_store_explicit(&r->dead, 1, memory_order_release);
+    iot_sender_kick();
+    return 1;
+}
+
 int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n, int help)
 {
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire), size = r->mask + 1;
     uint64_t kick = IOT_RING_KICK(size), at = iot_g.cfg.help_at;
     if (h + n - tail > size) {
+        if (n <= size && hand_over_full(r))
+            return 1;
         r->mark = tail + size;
         atomic_store_explicit(&r->dropped,
                               atomic_load_explicit(&r->dropped, memory_order_relaxed) + 1,

@@ -576,8 +576,26 @@ static void unlink_dead(struct iot_ring *dead)
             *pp = dead->next;
             break;
         }
+    /* The ring put after it when it was handed over full (and only that
+     * one) names it as older. */
+    if (dead->next && dead->next->older == dead)
+        dead->next->older = NULL;
     pthread_mutex_unlock(&s.lock);
+    if (dead->handed_over)
+        atomic_fetch_sub(&iot_g.overflow_used, dead->map_size);
     munmap(dead, dead->map_size);
+}
+
+int iot_sender_insert_ring(struct iot_ring *after, struct iot_ring *ring)
+{
+    if (pthread_mutex_trylock(&s.lock) != 0)
+        return -1;
+    /* A sweep walks the list without the lock: it sees `after`'s old
+     * successor or the new ring, each a whole list from there on. */
+    ring->next = after->next;
+    __atomic_store_n(&after->next, ring, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&s.lock);
+    return 0;
 }
 
 static void drain_ring(struct iot_ring *r, struct name_entry **names, int64_t now)
@@ -615,6 +633,16 @@ static void drain_ring(struct iot_ring *r, struct name_entry **names, int64_t no
         note_drop(IOTRACE__DROP_REASON__DROP_BUFFER_FULL, r->tid, dropped - r->dropped_reported);
         r->dropped_reported = dropped;
     }
+}
+
+/* The rings that r replaced when they were full, oldest first: their
+ * records come before r's.  With the token. */
+static void drain_older(struct iot_ring *r, struct name_entry **names, int64_t now)
+{
+    if (!r->older)
+        return;
+    drain_older(r->older, names, now);
+    drain_ring(r->older, names, now);
 }
 
 struct ring_fill {
@@ -793,6 +821,7 @@ int iot_sender_help(struct iot_ring *r)
         iot_t.internal++; /* the library's own system calls are not the application's */
         int64_t now = iot_now_ns();
         uint64_t before = s.sent_batches;
+        drain_older(r, &s.held, now);
         drain_ring(r, &s.held, now);
         if (s.n_mpiio + s.n_posix + s.n_disk >= iot_g.cfg.help_at)
             send_batch(&s.held, now);
@@ -1197,6 +1226,7 @@ void iot_sender_after_fork_child(void)
         r = next;
     }
     s.rings = NULL;
+    atomic_store(&iot_g.overflow_used, 0);
     struct name_entry *e = s.names;
     while (e) {
         struct name_entry *next = e->next;

@@ -59,8 +59,11 @@ add_test(NAME client.dropbox
 add_test(NAME client.descriptors
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_descriptors.py ${IOTRACE_IT_ARGS}
           --fd-abuse=$<TARGET_FILE:fd_abuse>)
+# A sender that gets no core: full buffers handed over whole (IOTRACE_OVERFLOW_MB).
+add_test(NAME client.overflow
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_overflow.py ${IOTRACE_IT_ARGS})
 set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client.posix_and_fork client.transparency
-  client.descriptors client.aio client.inline_send client.agent_killed client.resized_view client.paths client.dropbox
+  client.descriptors client.overflow client.aio client.inline_send client.agent_killed client.resized_view client.paths client.dropbox
   PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
 set_tests_properties(client.dropbox PROPERTIES SKIP_RETURN_CODE 77)
 

@@ -14,17 +14,6 @@
 #include "slog2_write.h"
 #include "wire.h"
 
-/* Category indices: a state category per function id (MPI-IO, POSIX and
- * disk ids are disjoint and below 256), then the arrows and the marker of
- * time 0. */
-enum {
-    CAT_READ_PATH = 256,
-    CAT_WRITE_PATH,
-    CAT_OTHER_PATH,
-    CAT_ORIGIN,
-    N_CATS
-};
-
 enum { D_STATE, D_ARROW, D_EVENT };
 
 /* A drawable waiting until nothing can end before it any more. */
@@ -80,7 +69,7 @@ struct run {
     int32_t *node_index;  /* per node string: its rank in name order */
     int32_t *brick_index; /* per producer: its rank among the servers, -1 */
     size_t n_node_index, n_brick_index; /* what the store held when the run began */
-    uint8_t defined[N_CATS];
+    uint8_t defined[XP_SLOG2_N_CATS];
     /* drawables in end-time order */
     struct pending *heap;
     size_t heap_n, heap_cap;
@@ -186,32 +175,37 @@ static void colour_of(unsigned func, uint8_t rgb[3])
 static const char STATE_LABEL[] = "CallID=0x%X offset=%l bytes=%l";
 static const char ARROW_LABEL[] = "CallID=0x%X";
 
+void xp_slog2_category(int32_t cat, struct iot_slog2_catdef *c, char *name, size_t namelen)
+{
+    if (cat < XP_SLOG2_CAT_READ_PATH) {
+        uint8_t rgb[3];
+        colour_of((unsigned)cat, rgb);
+        int disk = iot_func_kind((unsigned)cat) == IOT_KIND_DISK;
+        snprintf(name, namelen, "%s%s", disk ? "disk " : "", func_name((unsigned)cat));
+        *c = (struct iot_slog2_catdef){.index = cat, .name = name, .topo = IOT_SLOG2_STATE,
+                                       .red = rgb[0], .green = rgb[1], .blue = rgb[2],
+                                       .alpha = 255, .width = 1, .label = STATE_LABEL};
+    } else if (cat == XP_SLOG2_CAT_ORIGIN) {
+        *c = (struct iot_slog2_catdef){.index = cat, .name = "iotrace time 0",
+                                       .topo = IOT_SLOG2_EVENT, .red = 255, .green = 255,
+                                       .blue = 0, .alpha = 255, .width = 3, .label = "%s"};
+    } else {
+        static const char *const names[] = {"Read Path", "Write Path", "Other Path"};
+        static const uint8_t rgb[3][3] = {{255, 165, 0}, {0, 0, 255}, {255, 255, 255}};
+        int k = cat - XP_SLOG2_CAT_READ_PATH;
+        *c = (struct iot_slog2_catdef){.index = cat, .name = names[k], .topo = IOT_SLOG2_ARROW,
+                                       .red = rgb[k][0], .green = rgb[k][1], .blue = rgb[k][2],
+                                       .alpha = 255, .width = 3, .label = ARROW_LABEL};
+    }
+}
+
 static int define(struct run *s, int32_t cat)
 {
     if (s->defined[cat])
         return 0;
     char name[64];
     struct iot_slog2_catdef c;
-    if (cat < CAT_READ_PATH) {
-        uint8_t rgb[3];
-        colour_of((unsigned)cat, rgb);
-        int disk = iot_func_kind((unsigned)cat) == IOT_KIND_DISK;
-        snprintf(name, sizeof name, "%s%s", disk ? "disk " : "", func_name((unsigned)cat));
-        c = (struct iot_slog2_catdef){.index = cat, .name = name, .topo = IOT_SLOG2_STATE,
-                                      .red = rgb[0], .green = rgb[1], .blue = rgb[2],
-                                      .alpha = 255, .width = 1, .label = STATE_LABEL};
-    } else if (cat == CAT_ORIGIN) {
-        c = (struct iot_slog2_catdef){.index = cat, .name = "iotrace time 0",
-                                      .topo = IOT_SLOG2_EVENT, .red = 255, .green = 255,
-                                      .blue = 0, .alpha = 255, .width = 3, .label = "%s"};
-    } else {
-        static const char *const names[] = {"Read Path", "Write Path", "Other Path"};
-        static const uint8_t rgb[3][3] = {{255, 165, 0}, {0, 0, 255}, {255, 255, 255}};
-        int k = cat - CAT_READ_PATH;
-        c = (struct iot_slog2_catdef){.index = cat, .name = names[k], .topo = IOT_SLOG2_ARROW,
-                                      .red = rgb[k][0], .green = rgb[k][1], .blue = rgb[k][2],
-                                      .alpha = 255, .width = 3, .label = ARROW_LABEL};
-    }
+    xp_slog2_category(cat, &c, name, sizeof name);
     if (iot_slog2_writer_category(s->w, &c) < 0)
         return fail(s, "%s", iot_slog2_writer_error(s->w));
     s->defined[cat] = 1;
@@ -609,10 +603,10 @@ static int mark_origin(struct run *s, int32_t line)
     s->marker_done = 1;
     if (origin_note(s) < 0)
         return oom(s);
-    if (define(s, CAT_ORIGIN) < 0)
+    if (define(s, XP_SLOG2_CAT_ORIGIN) < 0)
         return -1;
-    return push(s, (struct pending){.end = s->origin, .start = s->origin, .cat = CAT_ORIGIN,
-                                    .from = line, .type = D_EVENT});
+    return push(s, (struct pending){.end = s->origin, .start = s->origin,
+                                    .cat = XP_SLOG2_CAT_ORIGIN, .from = line, .type = D_EVENT});
 }
 
 static int on_ordered(void *ctx, const struct xp_event *ev, uint32_t *tag)
@@ -657,7 +651,9 @@ static int on_pair(void *ctx, const struct xp_event *call, uint32_t call_line,
     if (!(s->o->layers & XP_LAYER_ARROWS) || call_line == UINT32_MAX || disk_line == UINT32_MAX)
         return 0;
     int kind = xp_func_direction(disk->func);
-    int32_t cat = kind == K_READ ? CAT_READ_PATH : kind == K_WRITE ? CAT_WRITE_PATH : CAT_OTHER_PATH;
+    int32_t cat = kind == K_READ    ? XP_SLOG2_CAT_READ_PATH
+                  : kind == K_WRITE ? XP_SLOG2_CAT_WRITE_PATH
+                                    : XP_SLOG2_CAT_OTHER_PATH;
     if (define(s, cat) < 0)
         return -1;
     int64_t send = call->t_start, recv = disk->t_start;

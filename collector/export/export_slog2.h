@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "events.h"
+#include "slog2_write.h"
 
 enum {
     XP_LAYER_MPIIO = 1,  /* states of MPI-IO calls */
@@ -52,6 +53,23 @@ struct xp_slog2_result {
     size_t writer_peak_bytes;
     size_t held_peak;                /* drawables waiting for their turn, at the most */
 };
+
+/* Category indices: a state category per function id (MPI-IO, POSIX and
+ * disk ids are disjoint and below 256), then the arrows and the marker of
+ * time 0. */
+enum {
+    XP_SLOG2_CAT_READ_PATH = 256,
+    XP_SLOG2_CAT_WRITE_PATH,
+    XP_SLOG2_CAT_OTHER_PATH,
+    XP_SLOG2_CAT_ORIGIN,
+    XP_SLOG2_N_CATS
+};
+
+/* The definition category cat (0 .. XP_SLOG2_N_CATS - 1) is written with:
+ * name, topology, colour, width and label; the name is kept in name
+ * (namelen bytes, 64 are enough).  Public so that a test can check every
+ * category the exporter can write, not only those a trace happens to use. */
+void xp_slog2_category(int32_t cat, struct iot_slog2_catdef *c, char *name, size_t namelen);
 
 /* Parses a comma-separated list of layer names (mpiio, posix, disk,
  * arrows, all).  -1 with the offending name in err. */

@@ -20,7 +20,7 @@ ids = {}
 for line in open(functions_tsv):
     if line.startswith("#") or not line.strip():
         continue
-    fid, kind, name = line.rstrip("\n").split("\t")
+    fid, kind, name, _family = line.rstrip("\n").split("\t")
     if kind == "mpiio":
         ids[name] = int(fid)
 

@@ -8,7 +8,7 @@ for line in open(tsv):
     line = line.strip()
     if not line or line.startswith("#"):
         continue
-    fid, kind, name = line.split("\t")
+    fid, kind, name, _family = line.split("\t")  # family: for collector/export/gen_colours.py
     rows.append((int(fid), kind, name))
 
 ids = [r[0] for r in rows]

@@ -23,6 +23,13 @@ target_link_libraries(test_slog2_write PRIVATE iotrace-slog2 PkgConfig::CMOCKA)
 add_test(NAME slog2.writer COMMAND test_slog2_write ${IOTRACE_SLOG2_REFERENCE})
 set_tests_properties(slog2.writer PROPERTIES LABELS slog2 TIMEOUT 900)
 
+# The exporter's categories: every one it can write, through the writer and
+# the reader, each in a colour of its own and of its family's hues.
+add_executable(test_slog2_export ${IOTRACE_TEST_DIR}/unit/test_slog2_export.c)
+target_link_libraries(test_slog2_export PRIVATE iotrace-exportlib PkgConfig::CMOCKA m)
+add_test(NAME slog2.colours COMMAND test_slog2_export)
+set_tests_properties(slog2.colours PROPERTIES LABELS slog2 TIMEOUT 60)
+
 # Writer throughput and peak memory (built, not run as a test; see
 # docs/performance.md, "SLOG-2 writer").
 add_executable(bench_slog2 ${IOTRACE_TEST_DIR}/bench/bench_slog2.c)

@@ -1,6 +1,5 @@
 #include "export_slog2.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +7,7 @@
 #include <time.h>
 
 #include "pipeline.h"
+#include "export_colours.h"
 #include "export_nest.h"
 #include "grow.h"
 #include "iot_functions.h"
@@ -123,79 +123,45 @@ int xp_slog2_layers(const char *list, unsigned *layers, char *err, size_t errlen
 
 /* ---- categories --------------------------------------------------------- */
 
-static int contains(const char *s, const char *part) { return strstr(s, part) != NULL; }
-
 enum { K_READ = XP_DIR_READ, K_WRITE = XP_DIR_WRITE, K_OTHER = XP_DIR_OTHER };
 
-static int is_completion(const char *name)
-{
-    return strncmp(name, "MPI_Wait", 8) == 0 || strncmp(name, "MPI_Test", 8) == 0;
-}
-
-/* Families of colours: the disk operations orange (read), blue (write) and
- * white (the rest), as the arrows pointing at them; MPI-IO calls green
- * (read), red (write), yellow (open, close, delete), grey (completions) and
- * violet (the rest); POSIX calls in paler shades.  Within a family each
- * function gets its own brightness, so neighbours in the legend differ. */
 static const char *func_name(unsigned func)
 {
     const char *name = iot_func_name(func);
     return name && name[0] ? name : "unknown";
 }
 
-static void colour_of(unsigned func, uint8_t rgb[3])
-{
-    static const uint8_t disk[3][3] = {{255, 165, 0}, {0, 0, 255}, {255, 255, 255}};
-    static const uint8_t mpiio[3][3] = {{0, 200, 0}, {220, 0, 0}, {150, 80, 220}};
-    static const uint8_t posix[3][3] = {{120, 230, 200}, {255, 140, 180}, {190, 190, 190}};
-    static const uint8_t completion[3] = {160, 160, 160}, open_close[3] = {240, 220, 0};
-    const char *name = func_name(func);
-    int kind = xp_func_direction(func);
-    const uint8_t *base;
-    switch (iot_func_kind(func)) {
-    case IOT_KIND_DISK:
-        memcpy(rgb, disk[kind], 3);
-        return;
-    case IOT_KIND_POSIX:
-        base = posix[kind];
-        break;
-    default:
-        base = mpiio[kind];
-        if (is_completion(name))
-            base = completion;
-        else if (contains(name, "_open") || contains(name, "_close") || contains(name, "_delete"))
-            base = open_close;
-        break;
-    }
-    double scale = 0.65 + 0.35 * (double)((func * 7u) % 8u) / 7.0;
-    for (int i = 0; i < 3; i++)
-        rgb[i] = (uint8_t)lround(base[i] * scale);
-}
-
 static const char STATE_LABEL[] = "CallID=0x%X offset=%l bytes=%l";
 static const char ARROW_LABEL[] = "CallID=0x%X";
+
+/* Colours come from export_colours.c, which gen_colours.py writes from the
+ * families of proto/functions.tsv: each category a colour of its own. */
+static void set_colour(struct iot_slog2_catdef *c, uint32_t rgb)
+{
+    c->red = (uint8_t)(rgb >> 16);
+    c->green = (uint8_t)(rgb >> 8);
+    c->blue = (uint8_t)rgb;
+    c->alpha = 255;
+}
 
 void xp_slog2_category(int32_t cat, struct iot_slog2_catdef *c, char *name, size_t namelen)
 {
     if (cat < XP_SLOG2_CAT_READ_PATH) {
-        uint8_t rgb[3];
-        colour_of((unsigned)cat, rgb);
         int disk = iot_func_kind((unsigned)cat) == IOT_KIND_DISK;
         snprintf(name, namelen, "%s%s", disk ? "disk " : "", func_name((unsigned)cat));
         *c = (struct iot_slog2_catdef){.index = cat, .name = name, .topo = IOT_SLOG2_STATE,
-                                       .red = rgb[0], .green = rgb[1], .blue = rgb[2],
-                                       .alpha = 255, .width = 1, .label = STATE_LABEL};
+                                       .width = 1, .label = STATE_LABEL};
+        set_colour(c, xp_colour_func((unsigned)cat));
     } else if (cat == XP_SLOG2_CAT_ORIGIN) {
         *c = (struct iot_slog2_catdef){.index = cat, .name = "iotrace time 0",
-                                       .topo = IOT_SLOG2_EVENT, .red = 255, .green = 255,
-                                       .blue = 0, .alpha = 255, .width = 3, .label = "%s"};
+                                       .topo = IOT_SLOG2_EVENT, .width = 3, .label = "%s"};
+        set_colour(c, xp_colour_origin);
     } else {
         static const char *const names[] = {"Read Path", "Write Path", "Other Path"};
-        static const uint8_t rgb[3][3] = {{255, 165, 0}, {0, 0, 255}, {255, 255, 255}};
         int k = cat - XP_SLOG2_CAT_READ_PATH;
         *c = (struct iot_slog2_catdef){.index = cat, .name = names[k], .topo = IOT_SLOG2_ARROW,
-                                       .red = rgb[k][0], .green = rgb[k][1], .blue = rgb[k][2],
-                                       .alpha = 255, .width = 3, .label = ARROW_LABEL};
+                                       .width = 3, .label = ARROW_LABEL};
+        set_colour(c, xp_colour_path[k]);
     }
 }
 

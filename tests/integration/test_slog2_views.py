@@ -4,7 +4,8 @@ back with the project's reader (`--dump-slog2`): Jumpshot opens the first
 map with only its first column unfolded and labels each row with that
 column's integer (docs/slog2-format.md, "How Jumpshot shows the maps"), so
 that map must give one row per rank and per server thread, grouped by node,
-rank r labelled r and the t-th thread of brick b labelled 1000*(b+1)+t.
+rank r labelled r and the t-th thread of brick b labelled 1000*(b+1)+t;
+and no two of the file's categories share a colour.
 
 Two stores of one synthetic job written by bench_analysis (4 ranks, 2
 bricks of 3 threads each, an arrow from every write call to each of its two
@@ -90,6 +91,7 @@ def main():
             slog2_export.export_slog2(export, store, path, "--job", "bench")
             dump = slog2_export.Dump(export, path)
             got_mode, rows = slog2_export.check_first_view(dump, name)
+            slog2_export.check_colours(dump, name)
             if (got_mode, rows) != (mode, labels):
                 slog2_export.fail(f"{name}: first view {got_mode} {rows}, want {mode} {labels}")
             arrows = dump.of_topo("Arrow")

@@ -12,3 +12,13 @@ add_test(NAME export.chrome
           ${IOTRACE_IT_ARGS} --loop-app=$<TARGET_FILE:mpiio_loop>
           --brick=$<TARGET_FILE:registry_brick> --producer=$<TARGET_FILE:iotrace-producer>)
 set_tests_properties(export.chrome PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE LABELS export)
+
+# The exporters' own JSON, CSV and integer writing against jansson and
+# printf, the sorter against qsort (in memory and spilled), the progress line.
+add_executable(test_export_text ${IOTRACE_TEST_DIR}/unit/test_export_text.c)
+target_compile_definitions(test_export_text PRIVATE
+  V2_STORE="${IOTRACE_TEST_DIR}/fuzz/v2-store.iots"
+  HTTP_STORE="${IOTRACE_TEST_DIR}/fuzz/http-store.iots")
+target_link_libraries(test_export_text PRIVATE iotrace-exportlib PkgConfig::CMOCKA)
+add_test(NAME export.text COMMAND test_export_text)
+set_tests_properties(export.text PROPERTIES LABELS export TIMEOUT 120)

@@ -15,8 +15,10 @@
 #include "events.h"
 #include "export_chrome.h"
 #include "export_out.h"
+#include "export_progress.h"
 #include "export_rows.h"
 #include "export_slog2.h"
+#include "export_sort.h"
 #include "stats_report.h"
 #include "iot_functions.h"
 #include "log.h"
@@ -48,6 +50,8 @@ static char *opt_to;
 static char *opt_layers;
 static uint64_t opt_leaf_size;
 static long opt_children = -1;
+static int opt_progress;
+static int opt_no_progress;
 
 static const struct iot_opt options[] = {
     {"store", 's', IOT_OPT_STRING, &opt_store, "DIR", "store directory written by iotrace-collector (required)"},
@@ -71,6 +75,8 @@ static const struct iot_opt options[] = {
     {"grace", 0, IOT_OPT_INT, &opt_grace_ms, "MS", "--stats, --slog2, --chrome: how long after a call's end its disk operations may start (default 2000)"},
     {"job", 'j', IOT_OPT_STRING, &opt_job, "ID", "only events of job ID"},
     {"no-align", 0, IOT_OPT_FLAG, &opt_no_align, NULL, "keep every event on its node's own clock instead of mapping it to the collector's"},
+    {"progress", 0, IOT_OPT_FLAG, &opt_progress, NULL, "show a progress line on standard error for an export that takes over two seconds, also when it is not a terminal (the default: only on a terminal)"},
+    {"no-progress", 0, IOT_OPT_FLAG, &opt_no_progress, NULL, "never show the progress line"},
     {"dump-slog2", 0, IOT_OPT_STRING, &opt_dump_slog2, "FILE", "print an SLOG-2 file one item per line and check its tree (alone, no --store)"},
 };
 
@@ -116,11 +122,6 @@ static const struct iot_opts_spec spec = {
 };
 
 /* --jsonl: events are collected, then sorted. */
-struct event_list {
-    struct xp_event *v;
-    size_t n, cap;
-    uint32_t job; /* wanted job, UINT32_MAX for all */
-};
 
 /* --list-jobs: per-job totals, plus which producers contributed. */
 struct job_stat {
@@ -173,85 +174,111 @@ static void resolve_job(const struct xp_data *d, struct xp_event *ev)
         ev->job = d->producers[ev->producer].job;
 }
 
+/* --jsonl and --csv: the events of the job (and those still waiting for
+ * their producer's job, job_pending) go through the sorter; how many are
+ * the job's is known once the store is read. */
+struct row_events {
+    struct xp_sorter *sorter;
+    uint32_t job; /* wanted job, UINT32_MAX for all */
+    uint64_t read, matched;
+    uint64_t *pending; /* per producer: events waiting for its job */
+    size_t n_pending;
+};
+
 static int collect_event(void *ctx, const struct xp_data *d, const struct xp_event *ev,
                          char *err, size_t errlen)
 {
     (void)d;
-    struct event_list *l = ctx;
-    if (!wanted(l->job, ev) && !job_pending(ev))
+    struct row_events *l = ctx;
+    xp_progress_step(++l->read);
+    int pending = job_pending(ev);
+    if (!wanted(l->job, ev) && !pending)
         return 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 4096;
-        struct xp_event *v = realloc(l->v, cap * sizeof *v);
-        if (!v) {
-            snprintf(err, errlen, "out of memory holding %zu events", l->n);
-            return -1;
+    if (pending && l->job != UINT32_MAX) {
+        if (ev->producer >= l->n_pending) {
+            size_t n = (ev->producer + 1) * 2;
+            uint64_t *v = realloc(l->pending, n * sizeof *v);
+            if (!v) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            memset(v + l->n_pending, 0, (n - l->n_pending) * sizeof *v);
+            l->pending = v;
+            l->n_pending = n;
         }
-        l->v = v;
-        l->cap = cap;
+        l->pending[ev->producer]++;
+    } else {
+        l->matched++;
     }
-    l->v[l->n++] = *ev;
+    if (xp_sorter_add(l->sorter, ev) < 0) {
+        snprintf(err, errlen, "cannot sort the events: %s", strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
-static int cmp_i64(int64_t a, int64_t b) { return a < b ? -1 : a > b; }
+static const char *const rows_format[] = {"JSON Lines", "CSV"};
 
-/* qsort has no context argument. */
-static const struct xp_data *sort_data;
-
-static int cmp_event(const void *pa, const void *pb)
-{
-    const struct xp_event *a = pa, *b = pb;
-    const struct xp_producer *x = &sort_data->producers[a->producer];
-    const struct xp_producer *y = &sort_data->producers[b->producer];
-    int c;
-    if ((c = cmp_i64(a->t_start, b->t_start)) || (c = cmp_i64(a->t_end, b->t_end)))
-        return c;
-    if (x->node != y->node &&
-        (c = strcmp(xp_string(&sort_data->nodes, x->node), xp_string(&sort_data->nodes, y->node))))
-        return c;
-    if ((c = cmp_i64(x->pid, y->pid)) || (c = cmp_i64(a->tid, b->tid)))
-        return c;
-    return cmp_i64((int64_t)a->order, (int64_t)b->order);
-}
-
-
-/* --jsonl and --csv: the rows of export_rows.c, in time order. */
+/* --jsonl and --csv: the rows of export_rows.c, in time order
+ * (export_sort.h), in memory bounded whatever the job's size. */
 static int export_rows(struct xp_data *d, uint32_t job)
 {
-    struct event_list l = {.job = job};
+    struct row_events l = {.job = job, .sorter = xp_sorter_new(d, 0)};
     char err[512];
-    if (xp_read_store(opt_store, d, collect_event, &l, err, sizeof err) < 0) {
-        free(l.v);
+    if (!l.sorter)
+        return data_error("%s%s", "out of memory", "");
+    xp_progress_phase("reading the store", 0);
+    int rc = xp_read_store(opt_store, d, collect_event, &l, err, sizeof err);
+    for (size_t p = 0; rc == 0 && p < l.n_pending && p < d->n_producers; p++)
+        if (d->producers[p].job == job)
+            l.matched += l.pending[p];
+    free(l.pending);
+    if (rc < 0) {
+        xp_sorter_free(l.sorter);
+        xp_progress_end();
         return data_error("%s%s", "", err);
     }
-    size_t kept = 0;
-    for (size_t i = 0; i < l.n; i++) {
-        resolve_job(d, &l.v[i]);
-        if (wanted(job, &l.v[i]))
-            l.v[kept++] = l.v[i];
-    }
-    l.n = kept;
-    if (job != UINT32_MAX && l.n == 0) {
-        free(l.v);
+    if (job != UINT32_MAX && l.matched == 0) {
+        xp_sorter_free(l.sorter);
+        xp_progress_end();
         return data_error("job '%s' has no events in %s", opt_job, opt_store);
     }
-    sort_data = d;
-    if (l.n) /* an empty store's list has no array, which qsort may not be given */
-        qsort(l.v, l.n, sizeof *l.v, cmp_event);
+    xp_progress_phase("sorting", 0);
+    if (xp_sorter_finish(l.sorter) < 0) {
+        int e = errno;
+        xp_sorter_free(l.sorter);
+        xp_progress_end();
+        return data_error("cannot sort the events: %s%s", strerror(e), "");
+    }
     const char *path = opt_jsonl ? opt_jsonl : opt_csv;
     FILE *out = xp_output_open(path);
     struct xp_rows *w = out ? xp_rows_open(out, opt_jsonl ? "jsonl" : "csv") : NULL;
-    int rc = w ? 0 : -1;
-    for (size_t i = 0; w && rc == 0 && i < l.n; i++)
-        rc = xp_rows_write(w, d, &l.v[i]);
-    if (w && xp_rows_close(w) < 0)
-        rc = -1;
-    if (out && xp_output_close(out) < 0)
-        rc = -1;
-    free(l.v);
+    rc = w ? 0 : -1;
+    xp_progress_phase(opt_jsonl ? "writing JSON Lines" : "writing CSV", l.matched);
+    (void)rows_format;
+    struct xp_event ev;
+    uint64_t written = 0;
+    int got;
+    while (w && rc == 0 && (got = xp_sorter_next(l.sorter, &ev)) != 0) {
+        if (got < 0) {
+            rc = -1;
+            break;
+        }
+        resolve_job(d, &ev);
+        if (!wanted(job, &ev))
+            continue;
+        rc = xp_rows_write(w, d, &ev);
+        xp_progress_step(++written);
+    }
+    int e = errno;
+    if (w && xp_rows_close(w) < 0 && rc == 0)
+        rc = -1, e = errno;
+    if (out && xp_output_close(out) < 0 && rc == 0)
+        rc = -1, e = errno;
+    xp_sorter_free(l.sorter);
+    xp_progress_end();
     if (rc < 0)
-        return data_error("cannot write %s: %s", xp_output_name(path), strerror(errno));
+        return data_error("cannot write %s: %s", xp_output_name(path), strerror(e));
     return IOT_EXIT_OK;
 }
 
@@ -805,6 +832,11 @@ int main(int argc, char **argv)
                    : data_error("cannot write the schema: %s%s", strerror(errno), "");
     }
     check_options(argc, argv, first);
+    if (opt_progress && opt_no_progress)
+        usage_error("--progress and --no-progress contradict each other");
+    xp_progress_init(spec.program, opt_no_progress ? XP_PROGRESS_OFF
+                                   : opt_progress  ? XP_PROGRESS_ON
+                                                   : XP_PROGRESS_AUTO, 2.0);
     struct xp_data d;
     if (xp_data_init(&d) < 0)
         return data_error("%s%s", "out of memory", "");

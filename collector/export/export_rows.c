@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "analysis_match.h"
+#include "export_json.h"
 #include "iot_functions.h"
 #include "stats_report.h"
 #include "wire.h"
@@ -70,11 +71,26 @@ struct value {
     int64_t i;     /* COL_INT */
 };
 
+/* Whether the strings of the interned tables (nodes, jobs, files, servers)
+ * need escaping, by address: they stay put while rows are written, and a
+ * file's path is in thousands of rows.  Direct-mapped; a miss looks again. */
+#define PLAIN_CACHE 1024
+struct plain_entry {
+    const char *s;
+    size_t len;
+    int plain;
+};
+
 struct xp_rows {
     FILE *out;
     int csv;
     char callid[24], func[16], reason[16];
+    struct xp_buf buf; /* rows not written out yet */
+    struct plain_entry plain[PLAIN_CACHE];
 };
+
+/* Rows go out in writes of about this much. */
+#define ROWS_FLUSH_AT (1u << 20)
 
 static const char *role_of(const struct xp_event *ev)
 {
@@ -135,7 +151,7 @@ static void row_values(struct xp_rows *w, const struct xp_data *d, const struct 
     }
     v[COL_func].s = name;
     if (ev->callid || ev->kind == XP_MPIIO) {
-        snprintf(w->callid, sizeof w->callid, "0x%llx", (unsigned long long)ev->callid);
+        xp_hex(w->callid, ev->callid); /* "0x%llx", without printf's cost per row */
         v[COL_callid].s = w->callid;
     }
     v[COL_file].s = ev->file ? xp_file_path(d, ev->producer, ev->file) : NULL;
@@ -170,43 +186,118 @@ json_t *xp_rows_json(const struct xp_data *d, const struct xp_event *ev)
     return row_json(v);
 }
 
-static int write_json(struct xp_rows *w, const struct value *v)
+/* Each column's key as the JSON text puts it before the value, with the
+ * comma before it, padded: copied 32 bytes at a time (a copy of a constant
+ * size is two moves; one of a size known only at run time is a call). */
+#define KEY_COPY 32
+static const struct {
+    char text[KEY_COPY];
+    size_t len;
+} json_keys[N_COLS] = {
+#define X(name, type, values, meaning) {",\"" #name "\":", sizeof(",\"" #name "\":") - 1},
+    XP_COLUMNS(X)
+#undef X
+};
+
+/* The room a row's text may take: its strings escaped at worst, its
+ * integers at their longest; the lengths of its strings in len. */
+/* Columns whose text comes from the program's own tables (kind, role,
+ * function and drop reason names, the CallID in hex): never escaped. */
+static const unsigned char own_text[N_COLS] = {[COL_kind] = 1, [COL_role] = 1, [COL_func] = 1,
+                                               [COL_callid] = 1, [COL_reason] = 1};
+
+static const struct plain_entry *plain_of(struct plain_entry *cache, const char *s)
 {
-    json_t *o = row_json(v);
-    if (!o)
-        return -1;
-    int rc = json_dumpf(o, w->out, JSON_COMPACT);
-    json_decref(o);
-    return rc < 0 || fputc('\n', w->out) == EOF ? -1 : 0;
+    struct plain_entry *e = &cache[((uintptr_t)s >> 3) % PLAIN_CACHE];
+    if (e->s != s) {
+        e->s = s;
+        e->len = strlen(s);
+        e->plain = xp_json_plain(s, e->len);
+    }
+    return e;
 }
 
-/* RFC 4180: a field with a comma, quote or line break is quoted, quotes
- * doubled. */
-static int csv_field(FILE *out, const char *s)
+static size_t row_room(struct plain_entry *cache, const struct value *v, size_t *len,
+                       unsigned char *plain, size_t per_byte)
 {
-    if (!strpbrk(s, ",\"\r\n"))
-        return fputs(s, out) == EOF ? -1 : 0;
-    if (fputc('"', out) == EOF)
-        return -1;
-    for (; *s; s++)
-        if ((*s == '"' && fputc('"', out) == EOF) || fputc(*s, out) == EOF)
-            return -1;
-    return fputc('"', out) == EOF ? -1 : 0;
-}
-
-static int write_csv(struct xp_rows *w, const struct value *v)
-{
+    size_t need = 4;
     for (int c = 0; c < N_COLS; c++) {
-        if (c && fputc(',', w->out) == EOF)
-            return -1;
+        len[c] = 0;
+        plain[c] = 0;
+        if (columns[c].type == COL_STR && v[c].s) {
+            if (own_text[c]) {
+                len[c] = strlen(v[c].s);
+                plain[c] = 1;
+            } else {
+                const struct plain_entry *e = plain_of(cache, v[c].s);
+                len[c] = e->len;
+                plain[c] = (unsigned char)e->plain;
+            }
+        }
+        need += KEY_COPY + (columns[c].type == COL_INT ? 21 : per_byte * len[c] + 4);
+    }
+    return need;
+}
+
+/* The row as json_dumpf(row_json(v), JSON_COMPACT) writes it, keys in
+ * the table's order (export.rows_text checks the two against each other). */
+static void put_json_row(struct xp_rows *w, struct xp_buf *b, const struct value *v, char end)
+{
+    size_t len[N_COLS];
+    unsigned char plain[N_COLS];
+    char *p = xp_buf_reserve(b, row_room(w->plain, v, len, plain, 6));
+    if (!p)
+        return;
+    *p = '{';
+    for (int c = 0; c < N_COLS; c++) {
+        /* The first key's comma is the brace written over it. */
+        memcpy(p + !c, json_keys[c].text + !c, KEY_COPY - 1);
+        p += json_keys[c].len;
         if (columns[c].type == COL_INT) {
-            if (fprintf(w->out, "%lld", (long long)v[c].i) < 0)
-                return -1;
-        } else if (v[c].s && csv_field(w->out, v[c].s) < 0) {
-            return -1;
+            p = xp_put_int(p, v[c].i);
+        } else if (v[c].s && plain[c]) {
+            *p++ = '"';
+            memcpy(p, v[c].s, len[c]);
+            p += len[c];
+            *p++ = '"';
+        } else if (v[c].s) {
+            p = xp_put_json_string(p, v[c].s, len[c]);
+        } else {
+            memcpy(p, "null", 4);
+            p += 4;
         }
     }
-    return fputc('\n', w->out) == EOF ? -1 : 0;
+    *p++ = '}';
+    if (end)
+        *p++ = end;
+    xp_buf_commit(b, p);
+}
+
+void xp_rows_json_text(struct xp_rows *w, struct xp_buf *b, const struct xp_data *d,
+                       const struct xp_event *ev)
+{
+    struct value v[N_COLS];
+    row_values(w, d, ev, v);
+    put_json_row(w, b, v, 0);
+}
+
+static void put_csv_row(struct xp_rows *w, struct xp_buf *b, const struct value *v)
+{
+    size_t len[N_COLS];
+    unsigned char plain[N_COLS];
+    char *p = xp_buf_reserve(b, row_room(w->plain, v, len, plain, 2));
+    if (!p)
+        return;
+    for (int c = 0; c < N_COLS; c++) {
+        if (c)
+            *p++ = ',';
+        if (columns[c].type == COL_INT)
+            p = xp_put_int(p, v[c].i);
+        else if (v[c].s)
+            p = xp_put_csv_field(p, v[c].s, len[c]);
+    }
+    *p++ = '\n';
+    xp_buf_commit(b, p);
 }
 
 struct xp_rows *xp_rows_open(FILE *out, const char *format)
@@ -216,6 +307,8 @@ struct xp_rows *xp_rows_open(FILE *out, const char *format)
         return NULL;
     w->out = out;
     w->csv = strcmp(format, "csv") == 0;
+    if (!out) /* scratch for xp_rows_json_text alone */
+        return w;
     if (w->csv) {
         int bad = 0;
         for (int c = 0; c < N_COLS; c++)
@@ -232,12 +325,20 @@ int xp_rows_write(struct xp_rows *w, const struct xp_data *d, const struct xp_ev
 {
     struct value v[N_COLS];
     row_values(w, d, ev, v);
-    return w->csv ? write_csv(w, v) : write_json(w, v);
+    if (w->csv)
+        put_csv_row(w, &w->buf, v);
+    else
+        put_json_row(w, &w->buf, v, '\n');
+    return w->buf.len >= ROWS_FLUSH_AT || w->buf.failed ? xp_buf_flush(&w->buf, w->out) : 0;
 }
 
 int xp_rows_close(struct xp_rows *w)
 {
-    int rc = fflush(w->out) == 0 && !ferror(w->out) ? 0 : -1;
+    int rc = !w->out || (xp_buf_flush(&w->buf, w->out) == 0 && fflush(w->out) == 0 &&
+                         !ferror(w->out))
+                 ? 0
+                 : -1;
+    xp_buf_free(&w->buf);
     free(w);
     return rc;
 }

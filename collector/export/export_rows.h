@@ -14,7 +14,8 @@
 
 struct xp_rows;
 
-/* format: "jsonl" or "csv" (CSV starts with its header line). */
+/* format: "jsonl" or "csv" (CSV starts with its header line); out NULL:
+ * scratch space for xp_rows_json_text only. */
 struct xp_rows *xp_rows_open(FILE *out, const char *format);
 int xp_rows_write(struct xp_rows *w, const struct xp_data *d, const struct xp_event *ev);
 /* Flushes; -1 when anything could not be written. Frees w. */
@@ -27,6 +28,13 @@ extern const char *const xp_drop_reasons[XP_DROP_REASONS];
 /* One row as a JSON object (for other formats that carry the same fields,
  * such as the Chrome trace's slice arguments); NULL when out of memory. */
 json_t *xp_rows_json(const struct xp_data *d, const struct xp_event *ev);
+
+/* The same row as text, appended to b: what json_dumps of xp_rows_json
+ * gives, without the objects.  w: from xp_rows_open (its output unused),
+ * for its scratch space. */
+struct xp_buf;
+void xp_rows_json_text(struct xp_rows *w, struct xp_buf *b, const struct xp_data *d,
+                       const struct xp_event *ev);
 
 /* The JSON Schema (2020-12) of one JSON Lines row, ending in a newline. */
 int xp_rows_schema(FILE *out);

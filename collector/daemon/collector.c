@@ -1071,10 +1071,29 @@ static const char *export_tool(char *buf, size_t len)
     return buf;
 }
 
-static int start_live(struct collector *c)
+/* The HTTP address bound and its users and TLS files read; served once the
+ * live analysis runs (start_live). */
+static int open_http(struct collector *c)
 {
     char err[512];
     static char tool[4096];
+    if (strcmp(opt_http, "off") == 0)
+        return 0;
+    struct http_config hc = {.listen = opt_http, .web_root = web_root(),
+                             .chart_js = opt_chart_js, .store = opt_store,
+                             .export_tool = export_tool(tool, sizeof tool),
+                             .users_file = opt_http_users, .tls_cert = opt_http_cert,
+                             .tls_key = opt_http_key, .max_clients = (int)opt_http_clients};
+    if (!(c->http = http_open(&hc, err, sizeof err))) {
+        iot_err("%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int start_live(struct collector *c)
+{
+    char err[512];
     if (strcmp(opt_analysis, "off") == 0)
         return 0;
     struct live_config lc = {.store = opt_store,
@@ -1089,14 +1108,9 @@ static int start_live(struct collector *c)
         iot_err("%s", err);
         return -1;
     }
-    if (strcmp(opt_http, "off") == 0)
+    if (!c->http)
         return 0;
-    struct http_config hc = {.listen = opt_http, .web_root = web_root(),
-                             .chart_js = opt_chart_js, .store = opt_store,
-                             .export_tool = export_tool(tool, sizeof tool),
-                             .users_file = opt_http_users, .tls_cert = opt_http_cert,
-                             .tls_key = opt_http_key, .max_clients = (int)opt_http_clients};
-    if (!(c->http = http_start(&hc, c->live, err, sizeof err))) {
+    if (http_serve(c->http, c->live, err, sizeof err) < 0) {
         iot_err("%s", err);
         return -1;
     }
@@ -1116,13 +1130,18 @@ static int start(struct collector *c)
         iot_err("out of memory");
         return -1;
     }
+    /* Keys, the listening address and the HTTP address first: a collector
+     * that cannot start must not leave a new store behind.  Agents that
+     * connect meanwhile wait for the serve loop. */
+    if (open_socket(c) < 0 || open_http(c) < 0)
+        return -1;
     c->store = iot_store_open(opt_store, 1, err, sizeof err);
     if (!c->store) {
         iot_err("%s", err);
         return -1;
     }
     iot_store_set_segment_size(c->store, opt_segment_size);
-    if (rebuild_dedup(c) < 0 || open_socket(c) < 0)
+    if (rebuild_dedup(c) < 0)
         return -1;
     /* What the store holds already is analysed too: its jobs are listed. */
     iot_store_end(c->store, &c->view->durable);

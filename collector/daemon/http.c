@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@ struct http {
     struct user users[MAX_USERS];
     int n_users;
     char *tls_cert, *tls_key;
+    int fd; /* the listening socket, bound by http_open */
 };
 
 /* ---- replies -------------------------------------------------------------- */
@@ -471,7 +473,7 @@ static void log_mhd(void *cls, const char *fmt, va_list ap)
     iot_debug("http: %s", msg);
 }
 
-struct http *http_start(const struct http_config *cfg, struct live *l, char *err, size_t errlen)
+struct http *http_open(const struct http_config *cfg, char *err, size_t errlen)
 {
     struct http *h = calloc(1, sizeof *h);
     if (!h) {
@@ -479,53 +481,65 @@ struct http *http_start(const struct http_config *cfg, struct live *l, char *err
         return NULL;
     }
     h->cfg = *cfg;
-    h->live = l;
-    h->site = (struct http_site){.live = l, .web_root = cfg->web_root, .chart_js = cfg->chart_js};
+    h->fd = -1;
     struct sockaddr_storage ss;
     int family = parse_listen(cfg->listen, &ss, err, errlen);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ERROR_LOG;
     if (family < 0 || (cfg->users_file && load_users(h, err, errlen) < 0))
         goto fail;
-    if (family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    if (cfg->tls_cert) {
-        if (!(h->tls_cert = slurp(cfg->tls_cert, err, errlen)) ||
-            !(h->tls_key = slurp(cfg->tls_key, err, errlen)))
-            goto fail;
-        flags |= MHD_USE_TLS;
+    if (cfg->tls_cert && (!(h->tls_cert = slurp(cfg->tls_cert, err, errlen)) ||
+                          !(h->tls_key = slurp(cfg->tls_key, err, errlen))))
+        goto fail;
+    /* Bound here, not by libmicrohttpd once the analysis runs: an address in
+     * use must stop the collector before it has made or changed its store. */
+    int one = 1;
+    socklen_t alen = family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    h->fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (h->fd < 0 || setsockopt(h->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(h->fd, (struct sockaddr *)&ss, alen) < 0 || listen(h->fd, 64) < 0) {
+        snprintf(err, errlen, "cannot serve HTTP on %s: %s", cfg->listen, strerror(errno));
+        goto fail;
     }
+    return h;
+fail:
+    http_stop(h);
+    return NULL;
+}
+
+int http_serve(struct http *h, struct live *l, char *err, size_t errlen)
+{
+    h->live = l;
+    h->site = (struct http_site){.live = l, .web_root = h->cfg.web_root, .chart_js = h->cfg.chart_js};
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_ERROR_LOG | (h->tls_cert ? MHD_USE_TLS : 0);
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls_cert},
         {MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key},
         {MHD_OPTION_END, 0, NULL},
     };
     h->mhd = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_clients,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(cfg->max_clients / 2 + 1),
+        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->fd,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->cfg.max_clients,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(h->cfg.max_clients / 2 + 1),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
         MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_ARRAY, cfg->tls_cert ? tls : tls + 2, MHD_OPTION_END);
+        MHD_OPTION_ARRAY, h->tls_cert ? tls : tls + 2, MHD_OPTION_END);
     if (!h->mhd) {
-        snprintf(err, errlen, "cannot serve HTTP on %s (address in use, or a bad TLS key?)",
-                 cfg->listen);
-        goto fail;
+        snprintf(err, errlen, "cannot serve HTTP on %s (a bad TLS certificate or key?)",
+                 h->cfg.listen);
+        return -1;
     }
-    return h;
-fail:
-    free(h->tls_cert);
-    free(h->tls_key);
-    free(h);
-    return NULL;
+    return 0;
 }
 
 void http_stop(struct http *h)
 {
     if (!h)
         return;
-    MHD_stop_daemon(h->mhd);
+    if (h->mhd)
+        MHD_stop_daemon(h->mhd); /* closes the listening socket too */
+    else if (h->fd >= 0)
+        close(h->fd);
     free(h->tls_cert);
     free(h->tls_key);
     free(h);

@@ -21,7 +21,11 @@ struct http_config {
 
 struct http;
 
-struct http *http_start(const struct http_config *cfg, struct live *l, char *err, size_t errlen);
+/* Reads the users and TLS files and binds the address, before the collector
+ * touches its store; http_serve then answers on it with the live state. */
+struct http *http_open(const struct http_config *cfg, char *err, size_t errlen);
+int http_serve(struct http *h, struct live *l, char *err, size_t errlen);
+/* Either stage; NULL is fine. */
 void http_stop(struct http *h);
 
 /* Whether ADDR:PORT names a loopback address (127.0.0.0/8, ::1, localhost). */

@@ -871,7 +871,12 @@ static int make_plan(struct rp_plan *p, char *msg, size_t len)
     }
     if (rp_plan_prepare(p, opt_target, opt_posix_under, msg, len) < 0)
         return 1;
+    /* Only the directories of files the replay uses: those of the calls it
+     * leaves out (the MPI runtime's /dev/shm, /proc, /sys) are mapped under
+     * the target too, and would be made there empty. */
     for (size_t i = 0; i < p->n_paths; i++) {
+        if (i > 0 && !p->replayed[i])
+            continue;
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", p->paths[i]);
         char *slash = strrchr(dir, '/');

@@ -293,13 +293,11 @@ static size_t common_dir(const struct rp_plan *p, const uint8_t *used, uint8_t w
 
 static int map_paths(struct rp_plan *p, const char *target)
 {
-    uint8_t *used = calloc(p->n_paths + 1, 1);
+    uint8_t *used = p->replayed = calloc(p->n_paths + 1, 1);
     p->paths = calloc(p->n_paths + 1, sizeof *p->paths);
     p->extent = calloc(p->n_paths + 1, sizeof *p->extent);
-    if (!used || !p->paths || !p->extent) {
-        free(used);
+    if (!used || !p->paths || !p->extent)
         return -1;
-    }
     for (uint32_t r = 0; r < p->n_ranks; r++)
         for (size_t i = 0; i < p->n_ops[r]; i++) {
             const struct rp_op *o = &p->ops[r][i];
@@ -319,13 +317,10 @@ static int map_paths(struct rp_plan *p, const char *target)
         const char *rest = !i ? "" : used[i] ? p->orig_paths[i] + dir : p->orig_paths[i];
         size_t n = tlen + strlen(rest) + 2;
         p->paths[i] = malloc(n);
-        if (!p->paths[i]) {
-            free(used);
+        if (!p->paths[i])
             return -1;
-        }
         snprintf(p->paths[i], n, "%.*s%s%s", (int)tlen, target, rest[0] == '/' ? "" : "/", rest);
     }
-    free(used);
     return 0;
 }
 
@@ -858,6 +853,7 @@ void rp_plan_free(struct rp_plan *p)
         free(p->infos[i]);
     free(p->infos);
     free(p->extent);
+    free(p->replayed);
     free(p->handle_path);
     free(p->members);
     free(p->losses);

@@ -78,6 +78,7 @@ struct rp_plan {
     size_t *n_ops;
     char **orig_paths;       /* per path index (0: none) */
     char **paths;            /* the same, mapped under the target */
+    uint8_t *replayed;       /* per path: 1 if a call replayed uses it, so it is made */
     uint64_t *extent;        /* per path: the end of the furthest access, for set_size */
     size_t n_paths;
     uint32_t *handle_path;   /* per handle: its path (0: a barrier's communicator) */

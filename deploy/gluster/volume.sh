@@ -412,6 +412,13 @@ do_status() {
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 CMD=$1
 shift
+# The command first: --help (or an unknown command) must not be answered
+# with what start, stop and status require.
+case $CMD in
+start | stop | status) ;;
+-h | --help) usage; exit 0 ;;
+*) usage >&2; echo "volume.sh: unknown command $CMD" >&2; exit 2 ;;
+esac
 TYPE="" NBRICKS="" WORKDIR="" MNT="" NAME=iotrace XLATOR_DIR="" AGENT="" REGISTRY=""
 CLIENT_HOOK=yes CLIENT_HOOK_AT=bricks SERVER_HOOK=yes BASE_PORT=49400 DIRECT_IO=on LOG_LEVEL=INFO HOOK_LOG_LEVEL="" TIMEOUT=30 FRESH=no
 while [ $# -gt 0 ]; do
@@ -457,6 +464,4 @@ stop)
 status)
     WORKDIR=$(cd "$WORKDIR" 2>/dev/null && pwd -P) || die "no such directory"
     do_status ;;
--h | --help) usage ;;
-*) usage >&2; exit 2 ;;
 esac

@@ -6,6 +6,9 @@
 - the units name P's programs and configuration, pass `systemd-analyze
   verify`, and `systemd-analyze security` rates each at most 3.0;
 - the pkg-config file follows the prefix;
+- the installed collector refuses to start with a bad key file, a listening
+  address in use or an HTTP address in use, and leaves no store behind;
+- the installed volume.sh answers --help with its usage;
 - each unit's ExecStart, run as the service user with the unit's state and
   runtime directories, starts the daemon (a real collector and agent, the
   agent's socket open to other users) and a batch goes through; the
@@ -18,6 +21,7 @@ import pwd
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,8 +35,8 @@ BUILD, PRODUCER = sys.argv[1:3]
 MAX_EXPOSURE = 3.0
 
 
-def run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+def run(cmd, timeout=300, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
 def install(prefix, destdir=None):
@@ -59,6 +63,49 @@ def service_user():
 def exec_start(unit):
     line = [x for x in open(unit).read().splitlines() if x.startswith("ExecStart=")][0]
     return shlex.split(line[len("ExecStart="):])
+
+
+def failed_starts(prefix, tmp):
+    """Each start that cannot succeed exits non-zero before it makes the store."""
+    collector = os.path.join(prefix, "bin/iotrace-collector")
+    keys = os.path.join(tmp, "bad-keys")
+    os.makedirs(os.path.join(keys, "agents"))
+    bad_key = os.path.join(keys, "collector")
+    with open(bad_key, "w") as f:
+        f.write("not a key\n")
+    os.chmod(bad_key, 0o600)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    busy = taken.getsockname()[1]
+    try:
+        for what, extra in (("a bad key file", ["--curve-key", bad_key, "--curve-clients", os.path.join(keys, "agents")]),
+                            ("its listening port in use", ["--listen", f"tcp://127.0.0.1:{busy}"]),
+                            ("its HTTP port in use", ["--http", f"127.0.0.1:{busy}"])):
+            store = os.path.join(tmp, "failed-store")
+            argv = [collector, "--store", store, "--listen", f"tcp://127.0.0.1:{free_port()}",
+                    "--http", f"127.0.0.1:{free_port()}"] + extra
+            try:
+                r = run(argv, timeout=30)
+                rc, err = r.returncode, r.stderr
+            except subprocess.TimeoutExpired:
+                rc, err = "still running after 30 s", ""
+            check(rc not in (0, "still running after 30 s") and not os.path.lexists(store),
+                  f"collector with {what}: exit {rc}, store {'left behind' if os.path.lexists(store) else 'none'}: "
+                  f"{err[-600:]}")
+            shutil.rmtree(store, ignore_errors=True)
+    finally:
+        taken.close()
+
+
+def volume_sh_help(prefix):
+    """volume.sh --help: the usage on stdout, exit 0; no command: exit 2."""
+    script = os.path.join(prefix, "share/iotrace/gluster/volume.sh")
+    for args, rc in ((["--help"], 0), (["-h"], 0), (["nonsense"], 2)):
+        r = run([script] + args)
+        where = r.stdout if rc == 0 else r.stderr
+        check(r.returncode == rc and where.startswith("usage: volume.sh start"),
+              f"volume.sh {' '.join(args)}: exit {r.returncode}, want {rc}: {r.stdout[:200]}{r.stderr[:200]}")
 
 
 def main():
@@ -105,6 +152,9 @@ def main():
     unit = open(os.path.join(dest, "usr/local/lib/systemd/system/iotrace-agent.service")).read()
     check("ExecStart=/usr/local/bin/iotrace-agent --config /usr/local/etc/iotrace/agent.conf" in unit,
           "DESTDIR leaked into the unit or paths wrong")
+
+    failed_starts(prefix, tmp)
+    volume_sh_help(prefix)
 
     user = service_user()
     units = {u: os.path.join(prefix, "lib/systemd/system", f"iotrace-{u}.service") for u in ("agent", "collector")}

@@ -129,6 +129,15 @@ def job_names(d):
     return {line.split()[0]: line for line in out.splitlines() if line.strip()}
 
 
+def empty_dirs(top):
+    """Directories under top with no file anywhere below them."""
+    empty = set()
+    for path, dirs, files in os.walk(top, topdown=False):
+        if not files and all(os.path.join(path, x) in empty for x in dirs):
+            empty.add(path)
+    return sorted(os.path.relpath(p, top) for p in empty)
+
+
 def check_job(bins, d, job, orig_root, mpi_calls, label):
     orig = wait_job(d, job, mpi_calls)
     target = os.path.join(d.tmp, "replay-" + job)
@@ -138,6 +147,12 @@ def check_job(bins, d, job, orig_root, mpi_calls, label):
     if r.returncode != 0:
         fail(f"replay of {job} failed ({r.returncode}): {r.stderr}\n{r.stdout}")
     report = json.loads(r.stdout)
+    # Under the target only what the replay wrote: no directory of a file it
+    # does not replay (the MPI runtime's /dev/shm, /proc, /sys), which
+    # would be left there empty.
+    empty = empty_dirs(target)
+    if empty:
+        fail(f"{label}: the replay made empty directories under the target: {sorted(empty)[:8]}")
     replay = wait_job(d, new_job, mpi_calls)
     time.sleep(0.5)
     replay = d.export(new_job)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds the Debian packages (deploy/packaging.cmake) into OUT_DIR (default
 # build-packages/): a build configured for /usr and /etc, only the targets
-# the packages hold, then cpack.
+# the packages hold, then cpack: the seven packages and the -dbgsym
+# packages (.ddeb) of the six with binaries.
 #   deploy/build-packages.sh [OUT_DIR]
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,4 +16,4 @@ fi
 # shellcheck disable=SC2086
 cmake --build "$dir" -j "$(nproc 2>/dev/null || echo 2)" --target $targets
 (cd "$dir" && cpack -G DEB >/dev/null)
-ls "$dir"/*.deb
+ls "$dir"/*.deb "$dir"/*.ddeb

@@ -121,8 +121,25 @@ def doc_rows(doc_text, opt):
     return rows
 
 
-def check(src, bindir):
+LOOPBACK = re.compile(r"^(127\.|localhost\b|\[::1\])")
+
+
+def scrape_examples(src):
+    """docs/http-api.md's Prometheus examples: a collector serving beyond
+    loopback requires --http-users, so such a scrape must log in."""
     problems = []
+    text = open(os.path.join(src, "docs/http-api.md")).read()
+    for block in re.findall(r"```yaml\n(.*?)```", text, re.S):
+        for job in re.split(r"^\s*- job_name:", block, flags=re.M)[1:]:
+            beyond = [t for t in re.findall(r"['\"]([^'\"]+:\d+)['\"]", job) if not LOOPBACK.match(t)]
+            if beyond and not re.search(r"^\s*basic_auth:", job, re.M):
+                problems.append(f"docs/http-api.md: the Prometheus example scrapes {beyond} without "
+                                f"basic_auth, which the collector requires beyond loopback")
+    return problems
+
+
+def check(src, bindir):
+    problems = scrape_examples(src)
     rows = read_tsv(os.path.join(src, "clientlib/environment.tsv"))
     text, m = env_section(os.path.join(src, "docs/client.md"))
     if m.group(2) != table(rows):

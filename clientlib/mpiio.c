@@ -667,6 +667,8 @@ IOT_COLD void record_long(struct iot_mpi_call c, uint64_t t1, int ret, uint64_t 
     more->t1 = t1;
     more->coll_seq = c.coll_seq;
     iot_rec_end(&w, 2);
+    if (IOT_UNLIKELY(ret != MPI_SUCCESS)) /* as in record() */
+        iot_sender_kick();
 }
 
 IOT_HOT void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t xfer)
@@ -692,6 +694,11 @@ IOT_HOT void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t
     r->func = (uint16_t)c->func;
     r->kind = IOT_REC_MPIIO;
     iot_rec_end(&w, 1);
+    /* A failed call (an open the file system refused) is often the last
+     * before MPI_Abort, after which the launcher kills the other ranks
+     * with what they recorded: it goes to the agent at once. */
+    if (IOT_UNLIKELY(ret != MPI_SUCCESS))
+        iot_sender_kick();
 }
 
 IOT_HOT uint64_t end_scope(struct iot_mpi_call *c)
@@ -1504,6 +1511,10 @@ static void after_init(void)
     agree_on_job();
     iot_t.internal--;
     iot_debug_log("rank %d of job %s", iot_g.rank, iot_g.job);
+    /* What was sent before names no rank: the batch that names it goes out
+     * now rather than at the next flush, in case the launcher kills the
+     * rank before then (sender.c, renamed()). */
+    iot_sender_kick();
 }
 
 /* Both names of each: a tool loaded before iotrace forwards MPI_Init and
@@ -1538,9 +1549,33 @@ static void after_init(void)
         return ret;                                                             \
     }
 
+/* MPI_Abort ends this process and, through the launcher, every other of
+ * the job, without the exit handlers that hand over what the rank recorded
+ * (MPICH's PMI abort, then the launcher's signals): what it recorded would
+ * vanish uncounted.  So it goes out first, as at exit: the last sweep, the
+ * agent's reading of it within IOTRACE_LINGER_MS and the running total in
+ * the drop box; only then does the abort go on.  Through either name, once
+ * (a tool's MPI_Abort forwarding to PMPI_Abort finds the sender stopped). */
+#define ABORT_WRAPPER(name)                                                     \
+    int name(MPI_Comm comm, int errorcode)                                      \
+    {                                                                           \
+        NEXT(name);                                                             \
+        if (atomic_load(&iot_g.initialised) && !iot_g.cfg.disabled) {           \
+            iot_t.internal++;                                                   \
+            ensure_rank();                                                      \
+            iot_debug_log("MPI_Abort(%d): handing over what was recorded",     \
+                          errorcode);                                           \
+            iot_sender_stop();                                                  \
+            iot_t.internal--;                                                   \
+        }                                                                       \
+        return next_##name(comm, errorcode);                                    \
+    }
+
 INIT_WRAPPER(MPI_Init)
 INIT_WRAPPER(PMPI_Init)
 INIT_THREAD_WRAPPER(MPI_Init_thread)
 INIT_THREAD_WRAPPER(PMPI_Init_thread)
 FINALIZE_WRAPPER(MPI_Finalize)
 FINALIZE_WRAPPER(PMPI_Finalize)
+ABORT_WRAPPER(MPI_Abort)
+ABORT_WRAPPER(PMPI_Abort)

@@ -117,6 +117,9 @@ static struct {
     int final;                /* the last sweep, at exit: nothing comes after it */
     uint64_t boxed_batches, boxed_bytes;
     uint64_t call_batches;    /* of sent_batches, those MPI-IO calls sent (iot_sender_help) */
+    /* The rank and job the last batch handed over named (see renamed()). */
+    int32_t sent_rank;
+    char sent_job[sizeof iot_g.job];
 } s = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .idle = PTHREAD_COND_INITIALIZER,
@@ -452,12 +455,25 @@ static void fill_producer(iot_producer *prod)
 
 /* Encodes and sends what has accumulated; names ride along with the first
  * batch after they were queued. */
+/* A client learns its rank, and under Hydra its job, in MPI_Init: what it
+ * sent before names neither, and readers give those events the rank and
+ * job of a later batch of the process.  A rank killed before it sends
+ * another (the launcher ending the job after MPI_Abort) would leave them
+ * without, so once the rank or job changes after batches went out, the
+ * next sweep sends a batch even with nothing else in it: its running total
+ * alone (Body.made_through), which names the process as it is now. */
+static int renamed(void)
+{
+    return iot_g.kind == IOT_PRODUCER_CLIENT && s.sent_batches > s.boxed_batches && s.made &&
+           !s.final && (s.sent_rank != iot_g.rank || strcmp(s.sent_job, iot_g.job) != 0);
+}
+
 static void send_batch(struct name_entry **names, int64_t now)
 {
     size_t n_names = 0;
     for (struct name_entry *e = *names; e; e = e->next)
         n_names++;
-    if (s.n_mpiio + s.n_posix + s.n_disk + s.n_drops + n_names == 0)
+    if (s.n_mpiio + s.n_posix + s.n_disk + s.n_drops + n_names == 0 && !renamed())
         return;
 
     iot_body body = IOTRACE__BODY__INIT;
@@ -497,6 +513,8 @@ static void send_batch(struct name_entry **names, int64_t now)
 
     if (ok) {
         s.made = body.made_through;
+        s.sent_rank = prod.rank;
+        snprintf(s.sent_job, sizeof s.sent_job, "%s", prod.job ? prod.job : "");
         s.seq++;
         s.sent_batches++;
         s.sent_events += events;

@@ -174,6 +174,16 @@ def sanitizer_env(bins):
             "LSAN_OPTIONS": "suppressions=" + LSAN_SUPPRESSIONS}
 
 
+def end_brick(brick, registry):
+    """After a test's tests/server/registry_brick: the brick ended, and the
+    CallID registry the ranks made under the name the test gave them gone."""
+    if brick.poll() is None:
+        brick.kill()
+    shm = "/dev/shm" + registry + f"-{os.geteuid()}"
+    if os.path.exists(shm):
+        os.unlink(shm)
+
+
 def mpirun_cmd(bins, nprocs, argv, env=None, preload=True):
     cmd = [bins["mpiexec"], "-n", str(nprocs)]
     if preload:

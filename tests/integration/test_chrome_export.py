@@ -36,7 +36,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Deployment, headless_chromium, mpirun, parse_bins, sanitizer_env  # noqa: E402
+from harness import (Deployment, end_brick, headless_chromium, mpirun, parse_bins,  # noqa: E402
+                     sanitizer_env)
 
 NPROCS, BLOCK = 4, 1 << 20
 RUN_S, MIN_SERVED = 2.0, 300
@@ -158,11 +159,7 @@ def traced_job(bins, dep, job):
         reader.join(timeout=10)
         out = "".join(tail)
     finally:
-        if brick.poll() is None:
-            brick.kill()
-        shm = "/dev/shm" + registry + f"-{os.geteuid()}"
-        if os.path.exists(shm):
-            os.unlink(shm)
+        end_brick(brick, registry)
     m = re.search(r"recorded (\d+) dropped (\d+)", out)
     if not m or brick.returncode != 0:
         fail(f"registry_brick: {out!r} (exit {brick.returncode})")

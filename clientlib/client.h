@@ -18,7 +18,7 @@
 enum iot_rec_kind {
     IOT_REC_MPIIO = 1,
     IOT_REC_POSIX = 2,
-    IOT_REC_MPIIO_LONG = 3, /* MPI-IO; the next slot holds t1 and coll_seq in full */
+    IOT_REC_MPIIO_LONG = 3, /* MPI-IO; the next slot holds t1, coll_seq in full, coll_group */
     IOT_REC_DISK = 4,       /* libiotrace-server; `pad` slots of job id text follow */
 };
 
@@ -60,7 +60,8 @@ struct iot_rec {
 struct iot_rec_long {
     uint64_t t1;
     uint64_t coll_seq;
-    uint8_t unused[48];
+    uint64_t coll_group; /* the handle's communicator, 0: all of MPI_COMM_WORLD */
+    uint8_t unused[40];
 };
 
 /* Job ids of disk records: up to IOT_JOB_SLOTS slots of text, not

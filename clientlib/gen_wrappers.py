@@ -85,6 +85,7 @@ def body(name, ret, kind, pos, direction, coll, params):
         lines.append("    c.offset = size; /* the size asked for, in the offset column */")
     if kind == "open":
         lines.append("    c.offset = iot_mpi_info_id(info, amode); /* mode and hints, by id */")
+        lines.append("    c.coll_group = iot_mpi_comm_group(comm); /* whose collectives */")
     elif name == "MPI_File_set_info":
         lines.append("    c.offset = iot_mpi_info_id(info, -1); /* the hints, by id */")
     if ret == "int":

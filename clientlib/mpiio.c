@@ -251,6 +251,7 @@ struct iot_fh {
     MPI_File fh;
     uint64_t file;
     uint64_t coll_seq;
+    uint64_t coll_group; /* its communicator (comm_group()), for its collectives */
     int trivial_view; /* displacement 0, etype and filetype MPI_BYTE */
     /* The individual file pointer is at the view's first etype: nothing
      * moved it since the open, MPI_File_set_view or seek to 0 that put it
@@ -299,7 +300,7 @@ static inline __attribute__((always_inline)) struct iot_fh *fh_lookup(MPI_File f
     return fh_probe(fh, h);
 }
 
-static struct iot_fh *fh_insert(MPI_File fh, uint64_t file)
+static struct iot_fh *fh_insert(MPI_File fh, uint64_t file, uint64_t coll_group)
 {
     struct iot_fh *slot = NULL;
     pthread_mutex_lock(&fh_lock);
@@ -310,7 +311,8 @@ static struct iot_fh *fh_insert(MPI_File fh, uint64_t file)
             slot = e;
     }
     if (slot) {
-        *slot = (struct iot_fh){.file = file, .coll_seq = 1, .trivial_view = 1, .at_start = 1};
+        *slot = (struct iot_fh){.file = file, .coll_seq = 1, .coll_group = coll_group,
+                                .trivial_view = 1, .at_start = 1};
         __atomic_store_n(&slot->fh, fh, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&fh_lock);
@@ -330,7 +332,7 @@ struct iot_req {
     MPI_Request req;
     int used; /* 0: never used since the last sweep (a probe stops), 1: live, 2: removed */
     unsigned func;
-    uint64_t callid, file, bytes, coll_seq;
+    uint64_t callid, file, bytes, coll_seq, coll_group;
     int64_t offset;
 };
 
@@ -382,7 +384,7 @@ static int req_add(MPI_Request r, const struct iot_mpi_call *c, struct iot_req *
         }
         *slot = (struct iot_req){.req = r, .used = 1, .func = c->func, .callid = c->callid,
                                  .file = c->file, .bytes = c->bytes, .coll_seq = c->coll_seq,
-                                 .offset = c->offset};
+                                 .coll_group = c->coll_group, .offset = c->offset};
     }
     req_lock_release();
     return replaced;
@@ -604,6 +606,7 @@ IOT_HOT void iot_mpi_enter(struct iot_mpi_call *c, int on, unsigned func, unsign
     c->bytes = bytes_of(count, type);
     c->offset = (flags & (IOT_MF_READ | IOT_MF_WRITE)) ? access_offset(c->fhe, flags, fh, offset) : -1;
     c->coll_seq = (flags & IOT_MF_COLL) && c->fhe ? ++c->fhe->coll_seq : 0;
+    c->coll_group = c->coll_seq ? c->fhe->coll_group : 0;
     begin_scope(c);
 }
 
@@ -624,6 +627,7 @@ static void iot_mpi_enter_path(struct iot_mpi_call *c, unsigned func, unsigned f
     c->bytes = 0;
     c->offset = -1;
     c->coll_seq = (flags & IOT_MF_COLL) ? 1 : 0; /* opening is a handle's first collective */
+    c->coll_group = 0; /* MPI_File_open sets its communicator's */
     begin_scope(c);
 }
 
@@ -638,20 +642,22 @@ static void iot_mpi_enter_end(struct iot_mpi_call *c, unsigned func, unsigned fl
     if (c->fhe && c->fhe->split_callid) {
         c->callid = c->fhe->split_callid;
         c->coll_seq = c->fhe->split_coll_seq;
+        c->coll_group = c->coll_seq ? c->fhe->coll_group : 0;
         c->bytes = c->fhe->split_bytes;
         c->offset = c->fhe->split_offset;
         c->fhe->split_callid = 0;
     } else {
         c->callid = new_callid();
-        c->coll_seq = 0;
+        c->coll_seq = c->coll_group = 0;
         c->bytes = 0;
         c->offset = -1;
     }
     begin_scope(c);
 }
 
-/* A call that took 2^32 ticks or more (over a second), or a sequence
- * number of 2^32 or more, takes a second slot for them.  The call comes by
+/* A call that took 2^32 ticks or more (over a second), a sequence number
+ * of 2^32 or more, or a collective of a handle whose communicator is not
+ * all of MPI_COMM_WORLD (its coll_group) takes a second slot for them.  The call comes by
  * value: were its address to escape, the wrappers would keep it in memory
  * and reload its constant fields after the call. */
 IOT_COLD void record_long(struct iot_mpi_call c, uint64_t t1, int ret, uint64_t xfer)
@@ -666,6 +672,7 @@ IOT_COLD void record_long(struct iot_mpi_call c, uint64_t t1, int ret, uint64_t 
     struct iot_rec_long *more = &w.r->slots[(w.h + 1) & w.r->mask].more;
     more->t1 = t1;
     more->coll_seq = c.coll_seq;
+    more->coll_group = c.coll_group;
     iot_rec_end(&w, 2);
     if (IOT_UNLIKELY(ret != MPI_SUCCESS)) /* as in record() */
         iot_sender_kick();
@@ -674,7 +681,7 @@ IOT_COLD void record_long(struct iot_mpi_call c, uint64_t t1, int ret, uint64_t 
 IOT_HOT void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t xfer)
 {
     uint64_t ticks = t1 - c->t0; /* t1 < t0 wraps, so goes the long way */
-    if (IOT_UNLIKELY(ticks > UINT32_MAX || c->coll_seq > UINT32_MAX)) {
+    if (IOT_UNLIKELY(ticks > UINT32_MAX || c->coll_seq > UINT32_MAX || c->coll_group)) {
         record_long(*c, t1, ret, xfer);
         return;
     }
@@ -725,7 +732,7 @@ static void iot_mpi_leave_open(struct iot_mpi_call *c, int ret, MPI_File fh)
 {
     uint64_t t1 = end_scope(c);
     if (ret == MPI_SUCCESS && fh != MPI_FILE_NULL)
-        fh_insert(fh, c->file);
+        fh_insert(fh, c->file, c->coll_group);
     record(c, t1, ret, 0);
 }
 
@@ -956,7 +963,7 @@ static void completion_record(struct completion *cp, unsigned func, MPI_Request 
     }
     struct iot_mpi_call c = {.t0 = cp->c.t0, .callid = e.callid, .file = e.file,
                              .offset = e.offset, .bytes = e.bytes, .coll_seq = e.coll_seq,
-                             .func = func};
+                             .coll_group = e.coll_group, .func = func};
     record(&c, t1, ret, xfer_of(ret, st));
 }
 
@@ -1029,6 +1036,7 @@ static void req_forget(const struct iot_req *e)
 }
 
 static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t comm_lock = PTHREAD_MUTEX_INITIALIZER; /* see sync_comm_of() */
 static int sync_keyval = MPI_KEYVAL_INVALID;
 
 static int sync_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
@@ -1036,6 +1044,18 @@ static int sync_comm_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
     (void)comm, (void)keyval, (void)extra;
     sync_comm_release(attr);
     return MPI_SUCCESS;
+}
+
+/* A communicator's id: a hash (FNV-1a) of its members' ranks in
+ * MPI_COMM_WORLD, in the order of their ranks in it, so that every member
+ * works out the same without a message. */
+static int64_t members_id(const int *world, int n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++)
+        for (int b = 0; b < 4; b++)
+            h = (h ^ (((uint32_t)world[i] >> (8 * b)) & 0xff)) * 1099511628211ull;
+    return (int64_t)(h >> 1);
 }
 
 static struct sync_comm *sync_comm_new(MPI_Comm comm)
@@ -1056,11 +1076,7 @@ static struct sync_comm *sync_comm_new(MPI_Comm comm)
         ok = pmpi.group_translate_ranks(group, size, mine, world, theirs) == MPI_SUCCESS;
     }
     if (ok) {
-        uint64_t h = 1469598103934665603ull;
-        for (int i = 0; i < size; i++)
-            for (int b = 0; b < 4; b++)
-                h = (h ^ (((uint32_t)theirs[i] >> (8 * b)) & 0xff)) * 1099511628211ull;
-        sc->id = (int64_t)(h >> 1);
+        sc->id = members_id(theirs, size);
         sc->size = (uint64_t)size;
         atomic_init(&sc->refs, 1);
         ok = pmpi.comm_set_attr(comm, sync_keyval, sc) == MPI_SUCCESS;
@@ -1093,13 +1109,52 @@ static struct sync_comm *sync_comm_of(MPI_Comm comm)
         return NULL;
     struct sync_comm *sc = NULL;
     int found = 0, inter = 1;
-    if (pmpi.comm_get_attr(comm, keyval, &sc, &found) == MPI_SUCCESS && found)
-        return sc;
-    /* An intercommunicator's peers are ranks of its remote group, which
-     * the replay has no way to make: not recorded. */
-    if (!pmpi.comm_test_inter || pmpi.comm_test_inter(comm, &inter) != MPI_SUCCESS || inter)
-        return NULL;
-    return sync_comm_new(comm);
+    /* Threads that look up one communicator at once (each opening a file
+     * on MPI_COMM_SELF) make its entry once: a second one set as the
+     * attribute would free the first under its finder. */
+    pthread_mutex_lock(&comm_lock);
+    if (pmpi.comm_get_attr(comm, keyval, &sc, &found) != MPI_SUCCESS || !found) {
+        sc = NULL;
+        /* An intercommunicator's peers are ranks of its remote group, which
+         * the replay has no way to make: not recorded. */
+        if (pmpi.comm_test_inter && pmpi.comm_test_inter(comm, &inter) == MPI_SUCCESS && !inter)
+            sc = sync_comm_new(comm);
+    }
+    pthread_mutex_unlock(&comm_lock);
+    return sc;
+}
+
+/* MPI requires every member of a file handle's communicator to call its
+ * collectives in the same order, so equal (file, sequence number) name one
+ * collective only among those members: ranks that each open the file on
+ * MPI_COMM_SELF (Darshan's tst_mpio_pthread) make independent calls that
+ * merely share the numbers.  A handle's collectives therefore carry its
+ * communicator's id, and the analysis groups only calls with the same one.
+ * 0 for a communicator of every rank (the common case, which costs one
+ * MPI_Comm_size per open and nothing per call); else members_id(), for
+ * MPI_COMM_SELF from the rank alone, for others kept as the
+ * communicator's attribute, worked out at its first open. */
+uint64_t iot_mpi_comm_group(MPI_Comm comm)
+{
+    static int world_size;
+    int size = 0;
+    resolve_pmpi();
+    if (!pmpi.comm_size || pmpi.comm_size(comm, &size) != MPI_SUCCESS || size <= 0)
+        return 0;
+    if (!world_size && pmpi.comm_size(MPI_COMM_WORLD, &world_size) != MPI_SUCCESS)
+        world_size = 0;
+    if (size >= world_size)
+        return 0;
+    int64_t id;
+    if (size == 1 && comm == MPI_COMM_SELF && iot_g.rank >= 0) {
+        id = members_id(&iot_g.rank, 1);
+    } else {
+        struct sync_comm *sc = sync_comm_of(comm);
+        if (!sc)
+            return 0; /* grouped as before: by file and sequence number alone */
+        id = sc->id;
+    }
+    return id ? (uint64_t)id : 1;
 }
 
 /* By its MPI_ name only: the barriers iotrace-replay adds, and those a tool

@@ -25,6 +25,7 @@ struct iot_mpi_call {
     int64_t offset;
     uint64_t bytes;
     uint64_t coll_seq;
+    uint64_t coll_group; /* its handle's communicator: 0 = all of MPI_COMM_WORLD */
     struct iot_fh *fhe;
     unsigned func, flags;
 };
@@ -45,5 +46,10 @@ IOT_HIDDEN void *iot_mpi_next(const char *name);
 /* The access mode (amode >= 0) and hints of an MPI-IO call as the id of a
  * text in the name dictionary, for its offset column; -1 if none. */
 IOT_HIDDEN int64_t iot_mpi_info_id(MPI_Info info, int amode);
+
+/* The group of the collectives of a handle opened on comm: 0 when comm has
+ * every rank of MPI_COMM_WORLD, else an id every member works out alike
+ * (docs/client.md, "Collective calls"). */
+IOT_HIDDEN uint64_t iot_mpi_comm_group(MPI_Comm comm);
 
 #endif

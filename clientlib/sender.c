@@ -34,7 +34,7 @@ struct name_entry {
 
 struct mpiio_cols {
     uint32_t *func, *tid;
-    uint64_t *callid, *file, *bytes, *xfer, *duration, *coll_seq;
+    uint64_t *callid, *file, *bytes, *xfer, *duration, *coll_seq, *coll_group;
     int64_t *offset, *t_start;
     int32_t *ret;
 };
@@ -54,7 +54,7 @@ struct disk_cols {
 /* Every column of the three tables: X(table, column). */
 #define EACH_COLUMN(X)                                                                          \
     X(m, func) X(m, tid) X(m, callid) X(m, file) X(m, bytes) X(m, xfer) X(m, duration)          \
-    X(m, coll_seq) X(m, offset) X(m, t_start) X(m, ret)                                         \
+    X(m, coll_seq) X(m, coll_group) X(m, offset) X(m, t_start) X(m, ret)                        \
     X(p, func) X(p, tid) X(p, callid) X(p, file) X(p, bytes) X(p, duration) X(p, offset)        \
     X(p, t_start) X(p, ret)                                                                     \
     X(d, func) X(d, tid) X(d, job) X(d, callid) X(d, file) X(d, bytes) X(d, duration)           \
@@ -105,6 +105,7 @@ static struct {
     size_t n_jobs;
     int job_uid_known;                /* some entry has a uid: send job_uid */
     struct mpiio_cols m;
+    int grouped; /* some MPI-IO event of the batch has a coll_group: send the column */
     struct posix_cols p;
     struct drop_acc drops[MAX_DROP_RECORDS];
     size_t n_drops;
@@ -229,6 +230,10 @@ static void append_record(const struct iot_rec *r, const struct iot_rec_long *mo
         s.m.duration[i] = iot_clock_span_ns(r->t0, t1);
         s.m.ret[i] = r->mpi_ret;
         s.m.coll_seq[i] = more ? more->coll_seq : r->coll_seq;
+        /* Only a collective of a handle not opened on all of MPI_COMM_WORLD
+         * has one, in the second slot (mpiio.c, record()). */
+        s.m.coll_group[i] = more ? more->coll_group : 0;
+        s.grouped |= s.m.coll_group[i] != 0;
     } else {
         size_t i = s.n_posix++;
         s.p.func[i] = r->func;
@@ -285,6 +290,10 @@ static void fill_body(iot_body *body, Iotrace__MpiioEvents *me, Iotrace__PosixEv
     me->offset = s.m.offset, me->bytes = s.m.bytes, me->xfer = s.m.xfer;
     me->t_start = s.m.t_start, me->duration = s.m.duration, me->ret = s.m.ret;
     me->coll_seq = s.m.coll_seq;
+    /* Without groups the column stays out, as before it existed: readers
+     * take an absent column for all 0. */
+    me->n_coll_group = s.grouped ? s.n_mpiio : 0;
+    me->coll_group = s.m.coll_group;
     pe->n_func = pe->n_tid = pe->n_callid = pe->n_file = pe->n_offset = pe->n_bytes =
         pe->n_t_start = pe->n_duration = pe->n_ret = s.n_posix;
     pe->func = s.p.func, pe->tid = s.p.tid, pe->callid = s.p.callid, pe->file = s.p.file;
@@ -535,6 +544,7 @@ static void send_batch(struct name_entry **names, int64_t now)
     s.n_mpiio = s.n_posix = s.n_disk = 0;
     s.n_jobs = 1;
     s.job_uid_known = 0;
+    s.grouped = 0;
 }
 
 /* Sends what has accumulated as two batches (each split again if need be)
@@ -549,7 +559,7 @@ static int split_batch(struct name_entry **names, size_t n_names, int64_t now)
     for (struct name_entry *e = *names; e; e = e->next)
         name_bytes += strlen(e->path) + 16;
     size_t jobs = s.n_jobs;
-    int uid_known = s.job_uid_known;
+    int uid_known = s.job_uid_known, grouped = s.grouped;
     if (n_names > 1 && (events < 2 || name_bytes >= IOT_WIRE_MAX_PRODUCER_BATCH / 2)) {
         struct name_entry **cut = names;
         for (size_t i = 0; i < n_names / 2; i++)
@@ -580,6 +590,7 @@ static int split_batch(struct name_entry **names, size_t n_names, int64_t now)
     }
     s.n_jobs = jobs;
     s.job_uid_known = uid_known;
+    s.grouped = grouped;
     send_batch(names, now);
     return 1;
 }

@@ -166,6 +166,8 @@ static int check_mpiio(const Iotrace__MpiioEvents *t, char *err, size_t errlen)
     SAME_LEN(t, duration);
     SAME_LEN(t, ret);
     SAME_LEN(t, coll_seq);
+    if (t->n_coll_group) /* absent: all 0 (batches before the column, or none in a group) */
+        SAME_LEN(t, coll_group);
     return 0;
 }
 

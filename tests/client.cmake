@@ -15,6 +15,8 @@ add_executable(resized_view ${IOTRACE_TEST_DIR}/mpi/resized_view.c)
 target_link_libraries(resized_view PRIVATE MPI::MPI_C)
 add_executable(open_abort ${IOTRACE_TEST_DIR}/mpi/open_abort.c)
 target_link_libraries(open_abort PRIVATE MPI::MPI_C)
+add_executable(self_coll ${IOTRACE_TEST_DIR}/mpi/self_coll.c)
+target_link_libraries(self_coll PRIVATE MPI::MPI_C)
 
 set(IOTRACE_IT_ARGS
   --collector=$<TARGET_FILE:iotrace-collector>
@@ -55,6 +57,10 @@ add_test(NAME client.resized_view
 add_test(NAME client.mpi_abort
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_open_abort.py ${IOTRACE_IT_ARGS}
           --abort-app=$<TARGET_FILE:open_abort>)
+# Disk operations from a registry-reading brick (tests/export.cmake).
+add_test(NAME client.self_collectives
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_self_collectives.py ${IOTRACE_IT_ARGS}
+          --self-app=$<TARGET_FILE:self_coll> --brick=$<TARGET_FILE:registry_brick>)
 add_test(NAME client.paths
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_paths.py ${IOTRACE_IT_ARGS})
 # The drop box with another user's files in it (root: acts as nobody).
@@ -68,7 +74,7 @@ add_test(NAME client.descriptors
 add_test(NAME client.overflow
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_overflow.py ${IOTRACE_IT_ARGS})
 set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client.posix_and_fork client.transparency
-  client.descriptors client.overflow client.aio client.inline_send client.agent_killed client.resized_view client.mpi_abort client.paths client.dropbox
+  client.descriptors client.overflow client.aio client.inline_send client.agent_killed client.resized_view client.mpi_abort client.self_collectives client.paths client.dropbox
   PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
 set_tests_properties(client.dropbox PROPERTIES SKIP_RETURN_CODE 77)
 

@@ -29,7 +29,7 @@ struct mt_entry {
  * addressing set of rank + 1 for the others (groups are short-lived and
  * their ranks are looked at only while they gather). */
 struct mt_group {
-    uint64_t file, coll_seq;
+    uint64_t file, coll_seq; /* file: group_file() */
     int64_t expire; /* latest end of a member (or its completion) + grace */
     uint64_t low_ranks;
     uint32_t *rank_set;
@@ -520,12 +520,23 @@ static void unindex_group(struct iot_match *m, struct mt_group *g)
     g->indexed = 0;
 }
 
+/* A collective's calls are those of one communicator's members on one
+ * handle: the same file, sequence number and communicator (coll_group, 0
+ * for all of MPI_COMM_WORLD and in older stores).  The communicator goes
+ * into the file part of the key, so that ranks each on MPI_COMM_SELF,
+ * whose calls share file and numbers, never meet. */
+static uint64_t group_file(const struct xp_event *ev)
+{
+    return ev->coll_group ? mix(ev->file ^ mix(ev->coll_group)) : ev->file;
+}
+
 /* The group this call joins: the open one of its key, unless its window
  * has passed or this rank is already in it. */
 static struct mt_group *group_for(struct iot_match *m, const struct xp_event *ev, uint32_t *idx)
 {
     int oom = 0;
-    uint32_t page = ix_page(&m->colls, ev->job, ev->file, ev->coll_seq, 1, &oom);
+    uint64_t file = group_file(ev);
+    uint32_t page = ix_page(&m->colls, ev->job, file, ev->coll_seq, 1, &oom);
     if (!page)
         return NULL;
     uint32_t v = *ix_at(&m->colls, page, ev->coll_seq);
@@ -536,13 +547,13 @@ static struct mt_group *group_for(struct iot_match *m, const struct xp_event *ev
             return g;
         }
         unindex_group(m, g); /* may free the page */
-        if (!(page = ix_page(&m->colls, ev->job, ev->file, ev->coll_seq, 1, &oom)))
+        if (!(page = ix_page(&m->colls, ev->job, file, ev->coll_seq, 1, &oom)))
             return NULL;
     }
     if (SLAB_TAKE(m->groups, m->cap_groups, m->free_group, members, idx) < 0)
         return NULL;
     struct mt_group *g = &m->groups[*idx];
-    *g = (struct mt_group){.file = ev->file, .coll_seq = ev->coll_seq, .expire = INT64_MIN,
+    *g = (struct mt_group){.file = file, .coll_seq = ev->coll_seq, .expire = INT64_MIN,
                            .job = ev->job, .indexed = 1};
     ix_set(&m->colls, page, ev->coll_seq, *idx + 1);
     if (++m->n_groups > m->peak_groups)

@@ -3,8 +3,8 @@
  * Fed events in (roughly) start-time order, it keeps one entry per
  * (job, CallID) in flight: the call and the disk operations that carried
  * its CallID.  Collective calls (MPI-IO calls of one job on one file with
- * the same non-zero collective sequence number, one per rank) are linked
- * into a group, and the disk operations of any member (the aggregators')
+ * the same non-zero collective sequence number and the same communicator,
+ * xp_event.coll_group, one per rank) are linked into a group, and the disk operations of any member (the aggregators')
  * count for the whole group.
  *
  * Windows, on the time the caller passes to iot_match_expire() (the
@@ -91,7 +91,7 @@ struct iot_match {
     struct mt_group *groups; /* slab, with a free list */
     size_t n_groups, cap_groups;
     uint32_t free_group;
-    struct mt_index colls; /* (job, file, coll_seq) -> group index + 1 */
+    struct mt_index colls; /* (job, file and coll_group, coll_seq) -> group index + 1 */
     size_t rank_set_bytes;
     /* Entries by the end of their window, in buckets of about a
      * millisecond (a timing wheel); `now` is the latest time passed to

@@ -533,7 +533,9 @@ static int read_mpiio(struct reader *r, uint32_t prod, const Iotrace__MpiioEvent
             .file = t->file[i], .offset = t->offset[i], .bytes = t->bytes[i],
             .xfer = t->xfer[i], .t_start = t->t_start[i],
             .t_end = t->t_start[i] + (int64_t)t->duration[i], .ret = t->ret[i],
-            .coll_seq = t->coll_seq[i]};
+            .coll_seq = t->coll_seq[i],
+            /* absent in batches before the column, and in those without groups */
+            .coll_group = t->n_coll_group ? t->coll_group[i] : 0};
         if (emit(r, &ev) != 0)
             return -1;
     }

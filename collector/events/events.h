@@ -51,6 +51,7 @@ struct xp_event {
     uint64_t callid, file;
     uint64_t bytes;    /* drop records: the count */
     uint64_t xfer, coll_seq;
+    uint64_t coll_group; /* MPI-IO: the collective's communicator, 0 = all ranks */
     int64_t offset, ret;
     uint64_t order;    /* arrival order, keeps sorting stable */
     uint32_t producer; /* in xp_data.producers */

@@ -447,6 +447,43 @@ static void test_match_group_reuse(void **state)
     iot_match_free(&m);
 }
 
+/* Calls with equal (file, sequence number) on handles of different
+ * communicators (each rank on MPI_COMM_SELF: coll_group differs) are not
+ * one collective: each counts its own disk operation.  Two ranks of one
+ * communicator (the same coll_group) still are. */
+static void test_match_group_communicator(void **state)
+{
+    (void)state;
+    struct iot_match m;
+    struct closed_list l = {0};
+    assert_int_equal(iot_match_init(&m, SEC, collect, &l), 0);
+    for (uint32_t r = 0; r < 4; r++) {
+        struct xp_event ev = coll(r, RANK(r) | 2, 2, T0 + r * US, 10 * US, 8);
+        ev.coll_group = 0x5E1F00 + r;
+        feed(&m, ev);
+        feed(&m, disk(9, RANK(r) | 2, T0 + r * US + 2 * US, 1 * US, 8));
+    }
+    for (uint32_t r = 0; r < 2; r++) {
+        struct xp_event ev = coll(r, RANK(r) | 3, 3, T0 + 20 * US + r * US, 10 * US, 8);
+        ev.coll_group = 0xC0FFEE;
+        feed(&m, ev);
+        feed(&m, disk(9, RANK(r) | 3, T0 + 22 * US + r * US, 1 * US, 8));
+    }
+    iot_match_finish(&m);
+    assert_int_equal(l.n, 6);
+    int alone = 0, paired = 0;
+    for (size_t i = 0; i < 6; i++) {
+        if (l.v[i].group_size == 1 && l.v[i].ops == 1)
+            alone++;
+        else if (l.v[i].group_size == 2 && l.v[i].ops == 2)
+            paired++;
+    }
+    assert_int_equal(alone, 4);
+    assert_int_equal(paired, 2);
+    assert_int_equal(m.n_groups, 0);
+    iot_match_free(&m);
+}
+
 /* A non-blocking write: the disk operation happens after the issuing call
  * returned, before MPI_Wait completes it; the Wait keeps the window open
  * and the operation counts for MPI_File_iwrite_at. */
@@ -915,6 +952,7 @@ int main(void)
         cmocka_unit_test(test_match_grace_expiry),
         cmocka_unit_test(test_match_collective_group),
         cmocka_unit_test(test_match_group_reuse),
+        cmocka_unit_test(test_match_group_communicator),
         cmocka_unit_test(test_match_completion),
         cmocka_unit_test(test_match_long_windows),
         cmocka_unit_test(test_match_posix_keeps_window),

@@ -1246,6 +1246,35 @@ static void test_body_defects(void **state)
     free(buf);
 }
 
+/* coll_group (field 12) is optional: absent in the fixture (as in every
+ * batch before it, read as all 0), else one value per event, which comes
+ * back exactly; any other length is refused. */
+static void test_coll_group_column(void **state)
+{
+    (void)state;
+    struct fixture f;
+    make_fixture(&f);
+    uint64_t group[N_EV] = {0, 0x7fffffffffffffffull, 0};
+    f.mpiio.n_coll_group = N_EV;
+    f.mpiio.coll_group = group;
+    size_t len;
+    uint8_t *buf = encode(&f, &f.body, 7, &len);
+    iot_batch *b;
+    iot_body *body = decode_ok(buf, len, &b);
+    assert_int_equal(body->mpiio->n_coll_group, N_EV);
+    for (int i = 0; i < N_EV; i++)
+        assert_true(body->mpiio->coll_group[i] == group[i]);
+    iot_wire_free_body(body);
+    iot_wire_free_batch(b);
+    free(buf);
+
+    char err[256];
+    f.mpiio.n_coll_group = 1;
+    assert_int_equal(iot_wire_encode(&f.producer, 1, 1, &f.body, &buf, &len, err, sizeof err),
+                     -1);
+    assert_string_equal(err, "mpiio column 'coll_group' has 1 values, expected 3");
+}
+
 /* COMPRESSION_NONE is part of the format (handy for debugging tools): the
  * body is carried as is and must match raw_size. */
 static void test_uncompressed_batch(void **state)
@@ -1499,6 +1528,7 @@ int main(void)
         cmocka_unit_test(test_envelope_defects),
         cmocka_unit_test(test_stray_traffic),
         cmocka_unit_test(test_body_defects),
+        cmocka_unit_test(test_coll_group_column),
         cmocka_unit_test(test_uncompressed_batch),
         cmocka_unit_test(test_function_table),
         cmocka_unit_test(test_stamp_sender),

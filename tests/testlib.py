@@ -74,3 +74,25 @@ def thread_cpu(pid):
     for name, fields in thread_stats(pid):
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / clk
     return out
+
+
+class BusyCores:
+    """Keeps n cores (all of them by default) busy while a test runs: busy
+    loops at normal priority, started and ended by the test itself.  A test
+    that holds only on a quiet machine is a broken test; under this it must
+    wait for what it needs, not for longer."""
+
+    def __init__(self, n=None):
+        self.n = n or len(os.sched_getaffinity(0))
+        self.procs = []
+
+    def __enter__(self):
+        import subprocess
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                      for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *exc):
+        stop_all(self.procs)
+        self.procs = []
+        return False

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""The live analysis waits for a core to spare (--analysis-yield).
+"""The live analysis is live by default, and waits for a core to spare
+only when asked to (--analysis-yield).
 
-With a busy loop on every core, batches of a synthetic producer are stored
-and acknowledged at once, but the live analysis leaves them in the store
-(/api/v1/status: analysis_waiting, analysis_batches behind batches_stored)
-until the loops stop; then it reads them all, and the time it waited is in
-the status and in /metrics.  With --analysis-yield 0 it keeps up under the
-same load.  Skipped (77) where /proc/stat does not describe the cores this
-process may use (a container with a CPU quota or a narrower CPU set): the
-collector could not see that they are all busy."""
+With a busy loop on every core and the collector's defaults, the live
+analysis keeps up with a synthetic producer: it has read every stored batch
+(analysis_behind_batches 0) and never waited.  With --analysis-yield 30 the
+batches are stored and acknowledged at once, but the live analysis leaves
+them in the store (/api/v1/status: analysis_waiting, analysis_behind_batches
+and analysis_lag_s, which the dashboard's banner shows) until the loops
+stop; then it reads them all, and the time it waited is in the status and
+in /metrics.  With --analysis-yield 0 it keeps up as with the defaults.
+Skipped (77) where /proc/stat does not describe the cores this process may
+use (a container with a CPU quota or a narrower CPU set): the collector
+could not see that they are all busy."""
 import json
 import os
 import subprocess
@@ -18,7 +22,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testlib import check, failures, free_port, until  # noqa: E402
+from testlib import BusyCores, check, failures, free_port, until  # noqa: E402
 
 COLLECTOR, AGENT, PRODUCER = sys.argv[1:4]
 BATCHES, EVENTS = 40, 500
@@ -52,40 +56,49 @@ def metric(port, name):
     return None
 
 
+def caught_up(hport):
+    s = status(hport)
+    return s["analysis_batches"] >= s["batches_stored"] and s["analysis_behind_batches"] == 0
+
+
 def run(tmp, yield_s, cores):
-    """Produces under a busy loop per core; (status while busy, status after)."""
+    """Produces under a busy loop per core, with --analysis-yield yield_s
+    (None: the collector's default); (status while busy, status after)."""
+    name = "default" if yield_s is None else str(yield_s)
     port, hport = free_port(), free_port()
-    store, sock = os.path.join(tmp, f"store-{yield_s}"), "ipc://" + os.path.join(tmp, f"a{yield_s}.sock")
-    log = open(os.path.join(tmp, f"daemons-{yield_s}.log"), "wb")
+    store, sock = os.path.join(tmp, f"store-{name}"), "ipc://" + os.path.join(tmp, f"a{name}.sock")
+    log = open(os.path.join(tmp, f"daemons-{name}.log"), "wb")
     c = subprocess.Popen([COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store", store,
-                          "--http", f"127.0.0.1:{hport}", "--analysis-yield", str(yield_s)],
+                          "--http", f"127.0.0.1:{hport}"]
+                         + ([] if yield_s is None else ["--analysis-yield", str(yield_s)]),
                          stderr=log)
     a = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen", sock,
                           "--node", "n1", "--state-dir", "none"], stderr=log)
-    busy = []
+    busy = BusyCores(cores)
     try:
         until(lambda: os.path.exists(sock[6:]), 20)
         until(lambda: status(hport), 20)
-        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+        busy.__enter__()
         time.sleep(1.5)  # the collector's measure covers the busy cores
-        subprocess.run([PRODUCER, "--agent", sock, "--node", "n1", "--job", f"busy{yield_s}",
+        subprocess.run([PRODUCER, "--agent", sock, "--node", "n1", "--job", f"busy{name}",
                         "--batches", str(BATCHES), "--events-per-batch", str(EVENTS)],
                        check=True, stdout=subprocess.DEVNULL, timeout=120)
         until(lambda: status(hport)["batches_stored"] >= BATCHES, 30)
-        time.sleep(2)
+        if yield_s:
+            # Waiting: what it leaves unread grows older.
+            until(lambda: status(hport)["analysis_lag_s"] >= 2, 30)
+        else:
+            # Live: what it needs is to have read what was stored, under load.
+            until(lambda: caught_up(hport), 30)
         during = status(hport)
-        for p in busy:
-            p.kill()
-        for p in busy:
-            p.wait()
-        busy = []
-        until(lambda: status(hport)["analysis_batches"] >= status(hport)["batches_stored"], 30)
+        busy.__exit__()
+        until(lambda: caught_up(hport), 30)
         after = status(hport)
         after["wait_metric"] = metric(hport, "iotrace_analysis_wait_seconds_total")
+        after["lag_metric"] = metric(hport, "iotrace_analysis_lag_seconds")
         return during, after
     finally:
-        for p in busy:
-            p.kill()
+        busy.__exit__()
         a.terminate()
         c.terminate()
         a.wait()
@@ -98,15 +111,34 @@ def main():
         print("skipped: /proc/stat does not describe the cores this process may use")
         sys.exit(77)
     tmp = tempfile.mkdtemp(prefix="iotrace-yield-")
+    during, after = run(tmp, None, cores)
+    print(f"defaults, {cores} busy loops: stored {during['batches_stored']} batches, analysed "
+          f"{during['analysis_batches']} ({during['analysis_events']} events) while busy, "
+          f"behind {during['analysis_behind_batches']}, waited {after['analysis_wait_s']} s, "
+          f"--analysis-yield {during['analysis_yield_s']}")
+    check(during["analysis_yield_s"] == 0, "the default --analysis-yield is not 0")
+    check(during["analysis_batches"] >= during["batches_stored"] and
+          during["analysis_behind_batches"] == 0,
+          "with the defaults the analysis fell behind under load")
+    check(not during["analysis_waiting"] and after["analysis_wait_s"] == 0,
+          "with the defaults the analysis waited")
+
     during, after = run(tmp, 30, cores)
     print(f"--analysis-yield 30, {cores} busy loops: stored {during['batches_stored']} batches, "
           f"analysed {during['analysis_batches']}, waiting {during['analysis_waiting']}; after "
           f"the loops stopped: analysed {after['analysis_batches']}, waited "
-          f"{after['analysis_wait_s']:.1f} s (metric {after['wait_metric']})")
+          f"{after['analysis_wait_s']:.1f} s (metric {after['wait_metric']}); behind while "
+          f"waiting: {during['analysis_behind_batches']} batches, {during['analysis_lag_s']:.1f} s")
     check(during["batches_stored"] >= BATCHES, f"stored {during['batches_stored']} batches")
     check(during["analysis_waiting"], "the analysis did not wait with every core busy")
     check(during["analysis_batches"] < during["batches_stored"],
           "the analysis read the batches while every core was busy")
+    check(during["analysis_behind_batches"] >= BATCHES and during["analysis_lag_s"] >= 2,
+          f"waiting, the status says {during['analysis_behind_batches']} batches and "
+          f"{during['analysis_lag_s']} s behind")
+    check(after["analysis_behind_batches"] == 0 and after["analysis_lag_s"] == 0 and
+          after["lag_metric"] == 0, f"caught up, the status says {after['analysis_behind_batches']} "
+          f"batches and {after['analysis_lag_s']} s behind (metric {after['lag_metric']})")
     check(after["analysis_batches"] >= after["batches_stored"] and not after["analysis_waiting"],
           f"the analysis did not catch up once the cores were free: {after}")
     check(after["analysis_wait_s"] >= 1.0, f"waited {after['analysis_wait_s']} s")

@@ -57,7 +57,11 @@ static long opt_grace_ms = 2000;
 static long opt_job_idle_ms = 10000;
 static long opt_producer_idle_ms = 2000;
 static long opt_analysis_nice = 10;
-static long opt_analysis_yield_s = 60;
+/* A service's dashboard shows running jobs as they run: by default the
+ * analysis never waits for an idle core (a busy collector host left jobs
+ * unseen for their whole run); waiting is for small setups that share the
+ * ranks' cores. */
+static long opt_analysis_yield_s = 0;
 static long opt_keep_s = 3600;
 static char *opt_analysis = "on";
 static char *opt_curve_key;
@@ -105,8 +109,9 @@ static const struct iot_opt options[] = {
      "against other processes see --analysis-yield"},
     {"analysis-yield", 0, IOT_OPT_INT, &opt_analysis_yield_s, "SEC",
      "while less than half a core is idle, the live analysis waits for one, at most SEC "
-     "seconds at a time, and then reads what was stored meanwhile (default 60; 0 never "
-     "waits)"},
+     "seconds at a time, and then reads what was stored meanwhile: the dashboard is that "
+     "far behind (default 0: never waits, the dashboard is live; for a collector sharing "
+     "the ranks' cores)"},
     {"producer-idle", 0, IOT_OPT_INT, &opt_producer_idle_ms, "MS",
      "live analysis: a process or storage server that sent nothing for this long no longer "
      "holds the running jobs' figures back, which then catch up while they are quiet "
@@ -1004,6 +1009,9 @@ static int rebuild_dedup(struct collector *c)
                  "recognised as duplicates", (unsigned long long)r.unreadable);
     iot_info("store %s holds %llu batches from %zu producer streams", opt_store,
              (unsigned long long)r.batches, iot_dedup_streams(c->dedup));
+    pthread_mutex_lock(&c->view->lock);
+    c->view->records_at_start = r.batches + r.unreadable;
+    pthread_mutex_unlock(&c->view->lock);
     return 0;
 }
 

@@ -12,13 +12,19 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "http_api.h"
 #include "log.h"
+#include "timeutil.h"
 
 #define MAX_USERS 64
 #define SSE_INTERVAL_MS 1000
+/* The live state changes with every batch read: a message per change would
+ * send a busy page more than it can draw, and it would fall further and
+ * further behind the stream.  Changes within this long are one message. */
+#define SSE_MIN_GAP_MS 500
 #define CONNECTION_TIMEOUT_S 60
 
 struct user {
@@ -199,6 +205,8 @@ struct sse {
     struct live *live;
     char *job;
     uint64_t seq;
+    uint64_t series_cursor; /* what this stream has sent of the job's series */
+    int64_t sent_ns;        /* CLOCK_MONOTONIC of the last message */
     char *buf;
     size_t len, pos;
     int first;
@@ -211,10 +219,17 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
     if (s->pos == s->len) {
         free(s->buf);
         s->buf = NULL;
-        if (!s->first)
-            s->seq = live_wait_update(s->live, s->seq, SSE_INTERVAL_MS);
+        if (!s->first) {
+            int64_t gap = SSE_MIN_GAP_MS * 1000000ll - (iot_mono_ns() - s->sent_ns);
+            if (gap > 0) {
+                struct timespec nap = {gap / 1000000000, gap % 1000000000};
+                nanosleep(&nap, NULL);
+            }
+            s->seq = live_wait_update(s->live, s->seq, SSE_INTERVAL_MS - SSE_MIN_GAP_MS);
+        }
         s->first = 0;
-        if (!(s->buf = http_events_message(s->live, s->job)))
+        s->sent_ns = iot_mono_ns();
+        if (!(s->buf = http_events_message(s->live, s->job, &s->series_cursor)))
             return MHD_CONTENT_READER_END_WITH_ERROR;
         s->len = strlen(s->buf);
         s->pos = 0;

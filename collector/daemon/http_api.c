@@ -199,6 +199,23 @@ static int seconds_arg(const struct target *t, const char *key, double *out)
     return 0;
 }
 
+/* A cursor (?since=N, a `cursor` of an earlier answer), 0 when absent; -1
+ * when malformed. */
+static int cursor_arg(const struct target *t, uint64_t *out)
+{
+    const char *v = arg(t, "since");
+    *out = 0;
+    if (!v)
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!isdigit((unsigned char)v[0]) || *end || errno)
+        return -1;
+    *out = x;
+    return 0;
+}
+
 /* ---- routes ----------------------------------------------------------------- */
 
 static const char *mime_of(const char *name)
@@ -253,12 +270,15 @@ static int timeline(const struct http_site *site, const struct target *t, const 
                     struct http_reply *r)
 {
     double from, to;
+    uint64_t since;
     int status;
     if (seconds_arg(t, "from", &from) < 0 || seconds_arg(t, "to", &to) < 0)
         return http_reply_error(r, 400, "from and to are seconds after the job's first event");
     if (!isnan(from) && !isnan(to) && from > to)
         return http_reply_error(r, 400, "from (%g) is after to (%g)", from, to);
-    json_t *doc = live_job_timeline(site->live, job, from, to, &status);
+    if (cursor_arg(t, &since) < 0)
+        return http_reply_error(r, 400, "since is the cursor of an earlier answer");
+    json_t *doc = live_job_timeline(site->live, job, from, to, since, &status);
     return status == 404 ? http_reply_error(r, 404, "no job '%s'", job) : reply_json(r, 200, doc);
 }
 
@@ -302,7 +322,10 @@ static int job_route(const struct http_site *site, const struct target *t, const
     if (is(t, first, "timeline"))
         return timeline(site, t, job, r);
     if (is(t, first, "series")) {
-        json_t *doc = live_job_series(site->live, job, &status);
+        uint64_t since;
+        if (cursor_arg(t, &since) < 0)
+            return http_reply_error(r, 400, "since is the cursor of an earlier answer");
+        json_t *doc = live_job_series(site->live, job, since, &status);
         return status == 404 ? http_reply_error(r, 404, "no job '%s'", job)
                              : reply_json(r, 200, doc);
     }
@@ -331,11 +354,12 @@ static int jobs_list(const struct http_site *site, const struct target *t, struc
     return reply_json(r, 200, live_jobs_json(site->live, states, 0, (size_t)n));
 }
 
+/* A job not known yet is no error: a page opened on a job about to start
+ * waits on the stream until the job's first batch is analysed. */
 static int events(const struct http_site *site, const struct target *t, struct http_reply *r)
 {
+    (void)site;
     const char *job = arg(t, "job");
-    if (job && !live_job_known(site->live, job))
-        return http_reply_error(r, 404, "no job '%s'", job);
     r->kind = HTTP_REPLY_EVENTS;
     r->status = 200;
     r->type = "text/event-stream";
@@ -385,7 +409,7 @@ int http_route(const struct http_site *site, const char *method, const char *tar
 
 /* ---- Server-Sent Events ------------------------------------------------------ */
 
-char *http_events_message(struct live *l, const char *job)
+char *http_events_message(struct live *l, const char *job, uint64_t *series_cursor)
 {
     json_t *o = json_object();
     if (!o)
@@ -401,9 +425,14 @@ char *http_events_message(struct live *l, const char *job)
     }
     if (job) {
         int status;
-        json_t *series = live_job_series(l, job, &status);
-        if (series)
+        json_object_set_new(o, "job", live_job_json(l, job));
+        /* Each message has the rows that changed since the last one of the
+         * stream, not the whole series again. */
+        json_t *series = live_job_series(l, job, *series_cursor, &status);
+        if (series) {
+            *series_cursor = (uint64_t)json_integer_value(json_object_get(series, "cursor"));
             json_object_set_new(o, "series", series);
+        }
     }
     char *body = json_dumps(o, JSON_COMPACT);
     json_decref(o);

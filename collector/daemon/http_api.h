@@ -20,7 +20,8 @@ enum http_reply_kind {
     HTTP_REPLY_BODY,     /* `body`, of type `type` */
     HTTP_REPLY_FILE,     /* the file `path`, of type `type` (a 404 if it cannot be read) */
     HTTP_REPLY_DOWNLOAD, /* `job` in `format` (jsonl, stats or slog2), by iotrace-export */
-    HTTP_REPLY_EVENTS,   /* Server-Sent Events, with `job`'s series unless it is NULL */
+    HTTP_REPLY_EVENTS,   /* Server-Sent Events, with `job`'s series unless it is NULL (the
+                          * job may not be known yet) */
 };
 
 struct http_reply {
@@ -43,7 +44,9 @@ int http_reply_error(struct http_reply *r, unsigned status, const char *fmt, ...
     __attribute__((format(printf, 3, 4)));
 
 /* One message of the event stream, "data: {...}\n\n", malloc'd; NULL when
- * out of memory. */
-char *http_events_message(struct live *l, const char *job);
+ * out of memory.  With a job, *series_cursor is the stream's: 0 before its
+ * first message, which has the whole series; each message moves it on and
+ * has only the rows that changed since the one before. */
+char *http_events_message(struct live *l, const char *job, uint64_t *series_cursor);
 
 #endif

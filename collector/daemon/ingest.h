@@ -43,6 +43,9 @@ struct ingest_view {
     struct ingest_agent agents[IOT_INGEST_MAX_AGENTS];
     size_t n_agents;
     struct iot_store_pos durable;
+    /* Records the store held when the collector started: with the batches
+     * stored since, what the live analysis has to read. */
+    uint64_t records_at_start;
     int64_t started_ns;
     int stopping;
 };

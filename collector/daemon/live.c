@@ -157,6 +157,7 @@ static void close_second(struct ljob *j)
     if (!j->series.len)
         return;
     struct second *s = &RING_AT(j->series, SERIES, j->series.len - 1);
+    s->seq = ++j->view_seq;
     s->p50_ns = iot_qhist_quantile(&j->open_q, 0.50);
     s->p99_ns = iot_qhist_quantile(&j->open_q, 0.99);
 }
@@ -204,10 +205,13 @@ static int on_ordered(void *ctx, const struct xp_event *ev, uint32_t *tag)
     /* The offset as the exports give it: an open's or set_info's names its
      * mode and hints, and is no position (xp_event_offset). */
     struct tl_item it = {.t_start = ev->t_start, .t_end = ev->t_end,
-                         .offset = xp_event_offset(ev), .id = ev->order, .callid = ev->callid,
+                         .offset = xp_event_offset(ev), .seq = ++j->view_seq, .id = ev->order,
+                         .callid = ev->callid,
                          .bytes = ev->bytes, .file = ev->file, .producer = ev->producer,
                          .tid = ev->tid, .server = server, .func = ev->func, .kind = ev->kind};
     struct second *s = second_of(j, ev->t_start);
+    if (s)
+        s->seq = j->view_seq;
     if (ev->kind == XP_MPIIO) {
         RING_PUSH(j->calls_tl, TL_CALLS, it);
         if (s && !iot_match_is_completion(ev->func)) {
@@ -240,7 +244,7 @@ static int on_pair(void *ctx, const struct xp_event *call, uint32_t call_tag,
         return 0;
     if (alloc_views(j) < 0)
         return -1;
-    struct tl_pair p = {call->order, disk->order};
+    struct tl_pair p = {++j->view_seq, call->order, disk->order};
     RING_PUSH(j->pairs_tl, TL_PAIRS, p);
     return 0;
 }
@@ -253,6 +257,7 @@ static int on_record(void *ctx, const uint8_t *batch, size_t len, uint64_t recv_
     char err[512] = "";
     pthread_mutex_lock(&l->lock);
     l->current_arrival = (int64_t)recv_ns;
+    l->records_read++;
     int rc = xp_feed_batch(&l->d, batch, len, recv_ns, live_event, live_batch_done, l, err,
                            sizeof err);
     l->update_seq++;
@@ -566,6 +571,7 @@ static void *run(void *arg)
                pthread_cond_timedwait(&v->stored, &v->lock, &until) != ETIMEDOUT)
             ;
         struct iot_store_pos end = v->durable;
+        int64_t end_at = iot_now_ns();
         int stopping = v->stopping;
         pthread_mutex_unlock(&v->lock);
         int news = end.segment != l->pos.segment || end.offset != l->pos.offset;
@@ -574,6 +580,7 @@ static void *run(void *arg)
         if (!stopping && news && l->cfg.yield_ns && wait_for_core(l, v)) {
             pthread_mutex_lock(&v->lock); /* what was stored meanwhile is read too */
             end = v->durable;
+            end_at = iot_now_ns();
             stopping = v->stopping;
             pthread_mutex_unlock(&v->lock);
         }
@@ -595,6 +602,8 @@ static void *run(void *arg)
          * holding the watermark back, so a job's last events reach its
          * live figures. */
         pthread_mutex_lock(&l->lock);
+        l->read_to = end;
+        l->read_at_ns = end_at;
         if (iot_an_advance(&l->pipe.an, iot_now_ns()) < 0)
             iot_warn("live analysis: out of memory");
         count_members(l);
@@ -620,6 +629,7 @@ struct live *live_start(const struct live_config *cfg, struct ingest_view *inges
     }
     l->cfg = *cfg;
     l->ingest = ingest;
+    l->read_at_ns = iot_now_ns(); /* nothing of the store is read yet */
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->updated, NULL);
     iot_idlecores_init(&l->cores);
@@ -685,6 +695,20 @@ uint64_t live_wait_update(struct live *l, uint64_t seen, int timeout_ms)
     uint64_t seq = l->update_seq;
     pthread_mutex_unlock(&l->lock);
     return seq;
+}
+
+void live_lag(const struct live *l, const struct iot_store_pos *durable, uint64_t stored,
+              struct live_lag *out)
+{
+    int behind = durable->segment != l->read_to.segment || durable->offset != l->read_to.offset;
+    /* records_read moves during a read, read_to only after it: the count
+     * is exact, the time an upper bound by one read's length. */
+    out->batches = stored > l->records_read ? stored - l->records_read : 0;
+    out->ns = 0;
+    if (behind) {
+        int64_t ns = iot_now_ns() - l->read_at_ns;
+        out->ns = ns > 0 ? ns : 0;
+    }
 }
 
 double live_store_free_bytes(const char *store)

@@ -56,10 +56,15 @@ json_t *live_nodes_json(struct live *l);
 json_t *live_status_json(struct live *l);
 /* The job's statistics: exactly iotrace-export --stats --format json --job. */
 char *live_job_stats(struct live *l, const char *job, int *status);
+/* The timeline and the series take a cursor: 0 for the whole view, else
+ * the `cursor` of an earlier answer for only what was added or changed
+ * since (docs/http-api.md). */
 json_t *live_job_timeline(struct live *l, const char *job, double from_s, double to_s,
-                          int *status);
-json_t *live_job_series(struct live *l, const char *job, int *status);
+                          uint64_t since, int *status);
+json_t *live_job_series(struct live *l, const char *job, uint64_t since, int *status);
 int live_job_known(struct live *l, const char *job);
+/* The job's line of the job list, or JSON null while it is not known. */
+json_t *live_job_json(struct live *l, const char *job);
 
 /* Prometheus text exposition of the daemon (collector, agents, jobs). */
 char *live_metrics(struct live *l);

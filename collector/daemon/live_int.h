@@ -25,20 +25,24 @@
 #define SERIES_SERVERS 16 /* per-server disk bytes; further servers are summed as "other" */
 #define TICK_MS 250
 
+/* Every item of a job's views carries `seq`, the job's view_seq when it was
+ * added or last changed: a client that has seen up to N asks for what is
+ * newer (?since=N) instead of the whole view again. */
 struct tl_item {
     int64_t t_start, t_end, offset;
-    uint64_t id, callid, bytes, file;
+    uint64_t seq, id, callid, bytes, file;
     uint32_t producer, tid, server;
     uint16_t func;
     uint8_t kind;
 };
 
 struct tl_pair {
-    uint64_t call, disk;
+    uint64_t seq, call, disk;
 };
 
 struct second {
     int64_t sec; /* event time, collector clock, whole seconds */
+    uint64_t seq;
     uint64_t calls, read_bytes, write_bytes;
     uint64_t disk_bytes[SERIES_SERVERS + 1];
     uint64_t p50_ns, p99_ns;
@@ -61,6 +65,7 @@ struct ljob {
     int unsettled;             /* final, but a node's clock lacks a sample after its end */
     size_t clock_samples;      /* of its nodes, when final was computed */
     int views;                 /* rings and series allocated */
+    uint64_t view_seq;         /* changes to its views so far; never goes back */
     int forgotten;             /* finished and out of memory but for this summary */
     uint32_t processes, ranks, nodes; /* counted by count_members() */
     uint32_t unaligned; /* clocks of its events (forwarding agents) without samples */
@@ -84,7 +89,14 @@ struct live {
     struct iot_pipe pipe;
     struct ljob **jobs; /* by job id */
     size_t n_jobs;
-    struct iot_store_pos pos;
+    struct iot_store_pos pos; /* the live thread's own */
+    /* The end of the store the live thread last read up to, and when it
+     * took that end: whatever was stored after it is unread, and none of
+     * it has waited longer than since read_at_ns (docs/http-api.md,
+     * analysis_lag_s). */
+    struct iot_store_pos read_to;
+    int64_t read_at_ns;
+    uint64_t records_read; /* store records, whether they decode or not */
     uint64_t batches_read, events_read;
     int64_t newest_arrival_ns; /* recv time of the newest batch read (collector clock) */
     int64_t current_arrival;   /* of the batch being read */
@@ -114,6 +126,17 @@ struct live {
 /* An agent counts as connected while it was heard from (a batch or a clock
  * exchange) within this long; agents exchange clocks every few seconds. */
 #define CONNECTED_NS (30ll * 1000000000)
+
+/* How far the live analysis is behind the store: the batches stored and
+ * not read yet, and how long the oldest of them has waited at most (0 when
+ * none).  `durable` and `stored` (records in the store) are the ingest
+ * view's; called with live->lock held. */
+struct live_lag {
+    uint64_t batches;
+    int64_t ns;
+};
+void live_lag(const struct live *l, const struct iot_store_pos *durable, uint64_t stored,
+              struct live_lag *out);
 
 /* Free space of the store's file system in bytes, NAN when unknown. */
 double live_store_free_bytes(const char *store);

@@ -134,6 +134,15 @@ json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, s
     return o;
 }
 
+json_t *live_job_json(struct live *l, const char *job)
+{
+    pthread_mutex_lock(&l->lock);
+    uint32_t id = find_job(l, job);
+    json_t *o = id ? job_summary(l, l->jobs[id]) : json_null();
+    pthread_mutex_unlock(&l->lock);
+    return o;
+}
+
 int live_job_known(struct live *l, const char *job)
 {
     pthread_mutex_lock(&l->lock);
@@ -223,10 +232,14 @@ json_t *live_status_json(struct live *l)
     pthread_mutex_lock(&v->lock);
     struct ingest_counters c = v->count;
     int64_t started = v->started_ns;
+    struct iot_store_pos durable = v->durable;
+    uint64_t at_start = v->records_at_start;
     pthread_mutex_unlock(&v->lock);
     uint64_t batches = 0, events = 0;
     for (int k = 0; k < IOT_INGEST_KINDS; k++)
         batches += c.batches[k], events += c.events[k];
+    struct live_lag lag;
+    live_lag(l, &durable, at_start + batches, &lag);
     json_t *o = json_object();
     json_object_set_new(o, "version", json_string(IOTRACE_VERSION));
     json_object_set_new(o, "time_s", seconds(iot_now_ns()));
@@ -275,6 +288,9 @@ json_t *live_status_json(struct live *l)
     json_object_set_new(o, "analysis_events", u64(l->events_read));
     json_object_set_new(o, "analysis_waiting", json_boolean(l->waiting));
     json_object_set_new(o, "analysis_wait_s", seconds(l->waited_ns));
+    json_object_set_new(o, "analysis_behind_batches", u64(lag.batches));
+    json_object_set_new(o, "analysis_lag_s", seconds(lag.ns));
+    json_object_set_new(o, "analysis_yield_s", seconds(l->cfg.yield_ns));
     json_object_set_new(o, "analysis_error", l->failed ? iot_json_text(l->error) : json_null());
     pthread_mutex_unlock(&l->lock);
     return o;
@@ -376,25 +392,34 @@ static struct ljob *lock_job(struct live *l, const char *job, int *status)
     return l->jobs[id];
 }
 
-/* The items of a ring that overlap [from, to]. */
+/* The items of a ring that overlap [from, to] and came after `since`. */
 static json_t *window_json(struct live *l, const struct tl_item *v, size_t head, size_t len,
-                           size_t cap, int64_t from, int64_t to, int64_t origin)
+                           size_t cap, int64_t from, int64_t to, int64_t origin, uint64_t after)
 {
     json_t *out = json_array();
     for (size_t i = 0; v && i < len; i++) {
         const struct tl_item *it = &v[(head + i) % cap];
-        if (in_window(it, from, to))
+        if (it->seq > after && in_window(it, from, to))
             json_array_append_new(out, item_json(l, it, origin));
     }
     return out;
 }
 
+/* A cursor from a client: what it has seen of the job's views.  One the
+ * job never reached (from before a restart of the collector) asks for
+ * everything. */
+static uint64_t since_of(const struct ljob *j, uint64_t after)
+{
+    return after > j->view_seq ? 0 : after;
+}
+
 json_t *live_job_timeline(struct live *l, const char *job, double from_s, double to_s,
-                          int *status)
+                          uint64_t after, int *status)
 {
     struct ljob *j = lock_job(l, job, status);
     if (!j)
         return NULL;
+    after = since_of(j, after);
     /* Times are seconds after the job's first event; without a window, the
      * last ten seconds of what the live view holds. */
     int64_t origin = j->first_ns == INT64_MAX ? 0 : j->first_ns;
@@ -402,12 +427,14 @@ json_t *live_job_timeline(struct live *l, const char *job, double from_s, double
     int64_t from = isnan(from_s) ? at_seconds(end, -10.0) : at_seconds(origin, from_s);
     int64_t to = isnan(to_s) ? end : at_seconds(origin, to_s);
     json_t *calls = window_json(l, j->views ? j->calls_tl.v : NULL, j->calls_tl.head,
-                                j->calls_tl.len, TL_CALLS, from, to, origin);
+                                j->calls_tl.len, TL_CALLS, from, to, origin, after);
     json_t *disk = window_json(l, j->views ? j->disk_tl.v : NULL, j->disk_tl.head,
-                               j->disk_tl.len, TL_DISK, from, to, origin);
+                               j->disk_tl.len, TL_DISK, from, to, origin, after);
     json_t *pairs = json_array();
     for (size_t i = 0; j->views && i < j->pairs_tl.len; i++) {
         const struct tl_pair *p = &RING_AT(j->pairs_tl, TL_PAIRS, i);
+        if (p->seq <= after)
+            continue;
         json_t *o = json_object();
         json_object_set_new(o, "call", u64(p->call));
         json_object_set_new(o, "disk", u64(p->disk));
@@ -424,6 +451,8 @@ json_t *live_job_timeline(struct live *l, const char *job, double from_s, double
     json_object_set_new(o, "from_s", since(origin, from));
     json_object_set_new(o, "to_s", since(origin, to));
     json_object_set_new(o, "held", json_boolean(j->views));
+    json_object_set_new(o, "since", u64(after));
+    json_object_set_new(o, "cursor", u64(j->view_seq));
     json_object_set_new(o, "calls", calls);
     json_object_set_new(o, "disk_ops", disk);
     json_object_set_new(o, "pairs", pairs);
@@ -431,11 +460,12 @@ json_t *live_job_timeline(struct live *l, const char *job, double from_s, double
     return o;
 }
 
-json_t *live_job_series(struct live *l, const char *job, int *status)
+json_t *live_job_series(struct live *l, const char *job, uint64_t after, int *status)
 {
     struct ljob *j = lock_job(l, job, status);
     if (!j)
         return NULL;
+    after = since_of(j, after);
     int64_t origin = j->first_ns == INT64_MAX ? 0 : j->first_ns / 1000000000;
     json_t *servers = json_array();
     for (size_t s = 1; s < l->pipe.names.n && s < SERIES_SERVERS; s++)
@@ -445,6 +475,8 @@ json_t *live_job_series(struct live *l, const char *job, int *status)
     for (size_t i = 0; j->views && i < j->series.len; i++) {
         const struct second *s = &RING_AT(j->series, SERIES, i);
         int open = i + 1 == j->series.len && !j->finished;
+        if (s->seq <= after)
+            continue;
         json_t *r = json_object();
         json_object_set_new(r, "t", json_integer(s->sec - origin));
         json_object_set_new(r, "calls", u64(s->calls));
@@ -463,6 +495,8 @@ json_t *live_job_series(struct live *l, const char *job, int *status)
     json_object_set_new(o, "job", iot_json_text(job));
     json_object_set_new(o, "origin_s", json_integer(origin));
     json_object_set_new(o, "servers", servers);
+    json_object_set_new(o, "since", u64(after));
+    json_object_set_new(o, "cursor", u64(j->view_seq));
     json_object_set_new(o, "seconds", rows);
     pthread_mutex_unlock(&l->lock);
     return o;

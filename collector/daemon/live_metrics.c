@@ -287,6 +287,10 @@ char *live_metrics(struct live *l)
     pthread_mutex_lock(&v->lock);
     struct ingest_counters c = v->count;
     int64_t started = v->started_ns;
+    struct iot_store_pos durable = v->durable;
+    uint64_t stored = v->records_at_start;
+    for (int k = 0; k < IOT_INGEST_KINDS; k++)
+        stored += c.batches[k];
     size_t n = v->n_agents;
     memcpy(agents, v->agents, n * sizeof *agents);
     pthread_mutex_unlock(&v->lock);
@@ -304,6 +308,15 @@ char *live_metrics(struct live *l)
     family(&b, "iotrace_analysis_waiting", "gauge",
            "1 while the live analysis waits for a core to spare.");
     put(&b, "iotrace_analysis_waiting %d\n", l->waiting);
+    struct live_lag lag;
+    live_lag(l, &durable, stored, &lag);
+    family(&b, "iotrace_analysis_behind_batches", "gauge",
+           "Stored batches the live analysis has not read yet.");
+    put(&b, "iotrace_analysis_behind_batches %llu\n", (unsigned long long)lag.batches);
+    family(&b, "iotrace_analysis_lag_seconds", "gauge",
+           "How long the oldest stored batch the live analysis has not read has waited, at "
+           "most; 0 when it has read everything.");
+    put(&b, "iotrace_analysis_lag_seconds %.3f\n", (double)lag.ns / 1e9);
     family(&b, "iotrace_analysis_newest_batch_timestamp_seconds", "gauge",
            "When the newest batch the live analysis has read was stored, seconds since the "
            "epoch.");

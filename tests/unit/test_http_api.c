@@ -181,7 +181,6 @@ static void test_bad_targets(void **state)
     expect_error("/api/v2/jobs", 404, "unknown API version");
     expect_error("/api", 404, "unknown API version");
     expect_error("/api/v1/jobs/nojob/stats", 404, "no job 'nojob'");
-    expect_error("/api/v1/events?job=nojob", 404, "no job 'nojob'");
     expect_error("/api/v1/jobs/jobS/download/xml", 404, "no download format 'xml'");
     expect_error("/api/v1/jobs/nojob/download/jsonl", 404, "no job 'nojob'");
 
@@ -230,11 +229,109 @@ static void test_documents(void **state)
     assert_non_null(strstr(r.body, "iotrace_analysis_batches_total "));
     assert_non_null(strstr(r.type, "version=0.0.4"));
     http_reply_free(&r);
-    char *msg = http_events_message(site.live, "jobS");
+    uint64_t cursor = 0;
+    char *msg = http_events_message(site.live, "jobS", &cursor);
     assert_non_null(msg);
     assert_memory_equal(msg, "data: {", 7);
     assert_non_null(strstr(msg, "\"series\""));
+    assert_non_null(strstr(msg, "\"job\":{\"job\":\"jobS\""));
     free(msg);
+}
+
+/* The stream of a job not known yet stays open and says so (a page opened
+ * on a job about to start waits for it); it used to be a 404 for good. */
+static void test_events_of_unknown_job(void **state)
+{
+    (void)state;
+    struct http_reply r;
+    get("GET", "/api/v1/events?job=nojob", 200, &r);
+    assert_int_equal(r.kind, HTTP_REPLY_EVENTS);
+    assert_string_equal(r.job, "nojob");
+    http_reply_free(&r);
+    uint64_t cursor = 0;
+    char *msg = http_events_message(site.live, "nojob", &cursor);
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "\"job\":null"));
+    assert_null(strstr(msg, "\"series\""));
+    assert_int_equal(cursor, 0);
+    free(msg);
+}
+
+static size_t items(json_t *doc, const char *key)
+{
+    return json_array_size(json_object_get(doc, key));
+}
+
+/* ?since=CURSOR gives what was added after an earlier answer, not the
+ * whole view again: a page following a running job fetched 2.8 MB per
+ * update. */
+static void test_cursors(void **state)
+{
+    (void)state;
+    json_t *all = get_json("/api/v1/jobs/jobS/timeline?from=0&to=1e6", 200, NULL);
+    json_int_t cursor = json_integer_value(json_object_get(all, "cursor"));
+    assert_true(cursor > 0);
+    assert_true(items(all, "calls") > 0 && items(all, "pairs") > 0);
+    assert_int_equal(json_integer_value(json_object_get(all, "since")), 0);
+    char target[128];
+    snprintf(target, sizeof target, "/api/v1/jobs/jobS/timeline?from=0&to=1e6&since=%lld",
+             (long long)cursor);
+    json_t *none = get_json(target, 200, NULL);
+    assert_int_equal(items(none, "calls") + items(none, "disk_ops") + items(none, "pairs"), 0);
+    assert_int_equal(json_integer_value(json_object_get(none, "cursor")), cursor);
+    json_decref(none);
+    /* The items after a cursor are the newest ones of the whole answer. */
+    snprintf(target, sizeof target, "/api/v1/jobs/jobS/timeline?from=0&to=1e6&since=%lld",
+             (long long)cursor / 2);
+    json_t *half = get_json(target, 200, NULL);
+    size_t n_half = items(half, "calls") + items(half, "disk_ops") + items(half, "pairs");
+    size_t n_all = items(all, "calls") + items(all, "disk_ops") + items(all, "pairs");
+    assert_true(n_half > 0 && n_half < n_all);
+    json_decref(half);
+    /* A cursor the job never reached (a restarted collector's) is a fresh start. */
+    json_t *again = get_json("/api/v1/jobs/jobS/timeline?from=0&to=1e6&since=999999999", 200, NULL);
+    assert_int_equal(json_integer_value(json_object_get(again, "since")), 0);
+    assert_int_equal(items(again, "calls"), items(all, "calls"));
+    json_decref(again);
+    json_decref(all);
+    expect_error("/api/v1/jobs/jobS/timeline?since=abc", 400, "since is the cursor");
+    expect_error("/api/v1/jobs/jobS/timeline?since=-1", 400, "since is the cursor");
+    expect_error("/api/v1/jobs/jobS/series?since=1x", 400, "since is the cursor");
+
+    json_t *series = get_json("/api/v1/jobs/jobS/series", 200, NULL);
+    assert_true(items(series, "seconds") > 0);
+    snprintf(target, sizeof target, "/api/v1/jobs/jobS/series?since=%lld",
+             (long long)json_integer_value(json_object_get(series, "cursor")));
+    json_decref(series);
+    series = get_json(target, 200, NULL);
+    assert_int_equal(items(series, "seconds"), 0);
+    json_decref(series);
+    /* The event stream: the whole series first, then only what changed. */
+    uint64_t c = 0;
+    char *first = http_events_message(site.live, "jobS", &c), *next;
+    assert_true(c > 0);
+    next = http_events_message(site.live, "jobS", &c);
+    assert_non_null(strstr(first, "\"seconds\":[{"));
+    assert_non_null(strstr(next, "\"seconds\":[]"));
+    free(first);
+    free(next);
+}
+
+/* How far the analysis is behind the store, for the dashboard's banner. */
+static void test_lag(void **state)
+{
+    (void)state;
+    json_t *doc = get_json("/api/v1/status", 200, NULL);
+    assert_true(json_is_integer(json_object_get(doc, "analysis_behind_batches")));
+    assert_int_equal(json_integer_value(json_object_get(doc, "analysis_behind_batches")), 0);
+    assert_true(json_real_value(json_object_get(doc, "analysis_lag_s")) == 0.0);
+    assert_true(json_is_number(json_object_get(doc, "analysis_yield_s")));
+    json_decref(doc);
+    struct http_reply r;
+    get("GET", "/metrics", 200, &r);
+    assert_non_null(strstr(r.body, "\niotrace_analysis_lag_seconds 0.000\n"));
+    assert_non_null(strstr(r.body, "\niotrace_analysis_behind_batches 0\n"));
+    http_reply_free(&r);
 }
 
 static int setup(void **state)
@@ -256,6 +353,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_job_id_with_slash_space_percent),
         cmocka_unit_test(test_timeline_windows),
+        cmocka_unit_test(test_events_of_unknown_job),
+        cmocka_unit_test(test_cursors),
+        cmocka_unit_test(test_lag),
         cmocka_unit_test(test_job_list_filters),
         cmocka_unit_test(test_bad_targets),
         cmocka_unit_test(test_static_files),

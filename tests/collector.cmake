@@ -106,3 +106,15 @@ add_test(NAME collector.forget
           $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
           $<TARGET_FILE:iotrace-producer>)
 set_tests_properties(collector.forget PROPERTIES LABELS collector TIMEOUT 120)
+
+# The dashboard live by default with every core busy (a busy loop per core
+# for the whole test): headless Chromium waits on the page of a job not
+# known yet, follows the running job within 2 s of its stream while
+# fetching only what changed, and shows the banner of an analysis behind
+# the store (--analysis-yield) that names the option.
+add_test(NAME collector.dashboard
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/dashboard_test.py
+          $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+          $<TARGET_FILE:iotrace-producer>)
+set_tests_properties(collector.dashboard PROPERTIES LABELS collector TIMEOUT 300
+                     RUN_SERIAL TRUE)

@@ -1,6 +1,9 @@
 // iotrace dashboard: one Server-Sent Events stream (/api/v1/events) keeps the
 // cluster view and the chosen job's charts current; the job's statistics and
 // timeline come from the JSON API (docs/http-api.md, docs/dashboard.md).
+// What is fetched is what changed: the stream's series and the timeline come
+// after a cursor, the statistics at most every STATS_EVERY_MS, so that a busy
+// page keeps up with its stream instead of falling behind it.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -8,8 +11,15 @@ let selected = new URLSearchParams(location.search).get("job");
 let source = null;
 let lastStatus = null;
 let charts = {};
-let timeline = null; // the last /timeline document, for clicks
+let timeline = null; // what is drawn: {from_s, to_s, calls, disk_ops, pairs}, for clicks
 let boxes = [];      // drawn calls: {x0, x1, y0, y1, call}
+let tl = null;       // the timeline as fetched: cursor, origin and items by id
+let series = null;   // the job's series as streamed: origin, servers, rows by second
+let statsAt = 0, statsKey = null, tlKey = null;
+const STATS_EVERY_MS = 2000;
+const LAG_WARN_S = 5; // the analysis this far behind the store is said in a banner
+// As many as the collector holds (docs/http-api.md, timeline).
+const TL_CALLS = 4096, TL_DISK = 8192, TL_PAIRS = 8192, SERIES_ROWS = 600;
 
 function human(n, unit = "") {
   if (n === null || n === undefined) return "–";
@@ -29,7 +39,9 @@ function fill(table, rows) {
 function connect() {
   if (source) source.close();
   source = new EventSource("api/v1/events" + (selected ? "?job=" + encodeURIComponent(selected) : ""));
-  source.onopen = () => { $("conn").textContent = "live"; $("conn").className = "badge ok"; };
+  // A new stream starts from the whole series; the timeline too, in case
+  // the collector restarted and its cursors with it.
+  source.onopen = () => { $("conn").textContent = "live"; $("conn").className = "badge ok"; tl = null; tlKey = null; };
   source.onerror = () => { $("conn").textContent = "reconnecting…"; $("conn").className = "badge bad"; };
   source.onmessage = (e) => update(JSON.parse(e.data));
 }
@@ -53,14 +65,7 @@ function update(msg) {
     : "store " + bytes(st.store_bytes) + ", " + bytes(st.store_free_bytes) + " free";
   sf.className = st.store_full ? "sub bad" : "sub";
   $("jobs-count").textContent = st.jobs_running + " / " + st.jobs_finished;
-  // While every core is busy the analysis leaves batches in the store
-  // (--analysis-yield): the figures below are that far behind.
-  const js = $("jobs-sub");
-  const behind = st.batches_stored - st.analysis_batches;
-  js.textContent = st.analysis_waiting
-    ? "running / finished; analysis waiting for an idle core, " + behind + " batches behind"
-    : "running / finished";
-  js.className = st.analysis_waiting ? "sub bad" : "sub";
+  lagBanner(st);
   $("bad").textContent = st.rejected_batches + " · " + st.duplicate_batches + " · " + st.malformed_messages;
   fill("agents", (msg.nodes || []).map((n) => {
     const tr = document.createElement("tr");
@@ -99,14 +104,39 @@ function update(msg) {
     return tr;
   }));
   if (selected) {
-    const j = msg.jobs.find((x) => x.job === selected);
-    if (j) {
-      $("job-state").textContent = j.state;
-      $("job-state").className = "badge " + j.state;
-    }
-    if (msg.series) drawSeries(msg.series);
-    refreshJob();
+    // A job the analysis does not know yet (a page opened as the job
+    // starts, or an analysis behind the store) is waited for.
+    const j = msg.job || null;
+    $("job-state").textContent = j ? j.state : "waiting for job " + selected + "…";
+    $("job-state").className = "badge " + (j ? j.state : "waiting");
+    if (msg.series) drawSeries(mergeSeries(msg.series));
+    // The series' cursor moves with every change of the job's views and
+    // figures as the merge releases events, also after its last batch.
+    if (j) refreshJob(j, msg.series ? msg.series.cursor : 0, st.time_s);
+    else document.body.dataset.timelineS = st.time_s;
   }
+  // When the data drawn was current (collector clock): how far the page is
+  // behind its stream.
+  document.body.dataset.shownS = st.time_s;
+}
+
+// The analysis behind the store (waiting for a core with --analysis-yield,
+// or short of CPU): the page says so, how far, and which option it is.
+function lagBanner(st) {
+  const b = $("lag");
+  const lag = st.analysis_lag_s || 0;
+  if (!st.analysis_waiting && lag < LAG_WARN_S) {
+    b.hidden = true;
+    return;
+  }
+  const how = "The live analysis is " + lag.toFixed(0) + " s behind the store (" +
+    st.analysis_behind_batches + " batches stored and not analysed yet): the figures below are that far behind. ";
+  b.textContent = how + (st.analysis_yield_s > 0
+    ? (st.analysis_waiting ? "It is waiting for an idle core: " : "") +
+      "the collector runs with --analysis-yield " + st.analysis_yield_s +
+      ", which leaves the store unread while the machine has no idle core; analysis-yield = 0 (the default) keeps the dashboard live."
+    : "The collector's machine is too busy for it (--analysis-yield is 0, it does not wait; --analysis-nice gives it more CPU time).");
+  b.hidden = false;
 }
 
 function select(job) {
@@ -117,27 +147,82 @@ function select(job) {
   for (const f of ["stats", "jsonl", "slog2"])
     $("dl-" + f).href = "api/v1/jobs/" + encodeURIComponent(job) + "/download/" + f;
   $("detail").hidden = true;
+  tl = series = null;
+  statsKey = tlKey = null;
   connect();
 }
 
+// The statistics when the job changed, at most every STATS_EVERY_MS (a
+// running job's change with every message); the timeline after its cursor,
+// when the job changed.  One fetch at a time: a slow answer makes the next
+// one cover more, not queue behind it.
 let busy = false;
-async function refreshJob() {
+async function refreshJob(j, cursor, shownS) {
   if (busy) return;
   busy = true;
   try {
     const job = encodeURIComponent(selected);
-    const [stats, tl] = await Promise.all([
-      fetch("api/v1/jobs/" + job + "/stats").then((r) => r.json()),
-      fetch("api/v1/jobs/" + job + "/timeline").then((r) => r.json()),
-    ]);
-    drawStats(stats.jobs[0]);
-    timeline = tl;
-    drawTimeline(tl);
+    const key = [j.state, j.events, cursor, j.clock_settled, j.final_stats_in_memory].join("/");
+    const now = Date.now();
+    if (key !== statsKey && now - statsAt >= STATS_EVERY_MS) {
+      statsAt = now;
+      const stats = await fetch("api/v1/jobs/" + job + "/stats").then((r) => r.json());
+      statsKey = key;
+      drawStats(stats.jobs[0]);
+    }
+    if (key !== tlKey) {
+      const doc = await fetch("api/v1/jobs/" + job + "/timeline" + (tl ? "?since=" + tl.cursor : ""))
+        .then((r) => r.json());
+      tlKey = key;
+      timeline = mergeTimeline(doc);
+      drawTimeline(timeline);
+    }
+    document.body.dataset.timelineS = shownS;
   } catch (e) {
     console.log(e);
   } finally {
     busy = false;
   }
+}
+
+// Bounded maps, oldest first: the newest n stay.
+function trim(map, n) {
+  for (const k of map.keys()) {
+    if (map.size <= n) break;
+    map.delete(k);
+  }
+}
+
+// What /timeline?since= sent added to what the page holds; the window is
+// the answer's (the job's last seconds).  A fresh answer (since 0) or a
+// new origin (an earlier event came late) starts again.
+function mergeTimeline(doc) {
+  if (!tl || doc.since === 0 || doc.origin_s !== tl.origin_s)
+    tl = { origin_s: doc.origin_s, calls: new Map(), disk: new Map(), pairs: new Map() };
+  tl.cursor = doc.cursor;
+  for (const c of doc.calls) tl.calls.set(c.id, c);
+  for (const d of doc.disk_ops) tl.disk.set(d.id, d);
+  for (const p of doc.pairs) tl.pairs.set(p.call + "/" + p.disk, p);
+  trim(tl.calls, TL_CALLS);
+  trim(tl.disk, TL_DISK);
+  trim(tl.pairs, TL_PAIRS);
+  const inWindow = (x) => x.end_s >= doc.from_s && x.start_s <= doc.to_s;
+  for (const [id, x] of tl.calls) if (!inWindow(x)) tl.calls.delete(id);
+  for (const [id, x] of tl.disk) if (!inWindow(x)) tl.disk.delete(id);
+  return { from_s: doc.from_s, to_s: doc.to_s, calls: [...tl.calls.values()],
+    disk_ops: [...tl.disk.values()], pairs: [...tl.pairs.values()] };
+}
+
+// The stream's series rows: the first message of a stream has them all,
+// each further one those that changed.
+function mergeSeries(doc) {
+  if (!series || doc.since === 0 || doc.origin_s !== series.origin_s)
+    series = { origin_s: doc.origin_s, rows: new Map() };
+  series.servers = doc.servers;
+  for (const r of doc.seconds) series.rows.set(r.t, r);
+  const rows = [...series.rows.values()].sort((a, b) => a.t - b.t).slice(-SERIES_ROWS);
+  series.rows = new Map(rows.map((r) => [r.t, r]));
+  return { servers: series.servers, seconds: rows };
 }
 
 function drawStats(s) {

@@ -18,7 +18,11 @@ real agent, watched over the collector's HTTP server while it runs.
   job appear and its call count grow; once the job is finished it finds the
   per-function table equal to the statistics, clicks a call on the timeline
   and sees its disk operations (screenshots go to $IOTRACE_SCREENSHOT_DIR
-  when set)."""
+  when set).
+
+All of it with a busy loop on every core for the whole test, started by the
+test: the dashboard of a service is live on a loaded machine too (with the
+former --analysis-yield 60 the job never appeared while it ran)."""
 import json
 import os
 import socket
@@ -30,6 +34,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import Deployment, free_port, headless_chromium, parse_bins  # noqa: E402
+from testlib import BusyCores  # noqa: E402
 from test_gluster import NPROCS, B, Volume, run_mix  # noqa: E402
 
 JOB = "live-job-1"
@@ -357,7 +362,9 @@ def main():
     dep.registry = f"/iotrace-live-{os.getpid()}"
     hport = free_port()
     vol = None
+    busy = BusyCores()
     try:
+        busy.__enter__()
         dep.start_collector("--http", f"127.0.0.1:{hport}", "--job-idle", "9000")
         dep.start_agent()
         vol = Volume(bins, dep, "distribute", 2)
@@ -372,10 +379,12 @@ def main():
         finally:
             driver.quit()
         check_bad_input(bins, dep, vol, hport)
+        print(f"all of it beside {busy.n} busy loops")
     except Exception:
         print(dep.logs(), file=sys.stderr)
         raise
     finally:
+        busy.__exit__()
         if vol:
             vol.stop()
         dep.stop()

@@ -3,6 +3,7 @@
 #include "live_int.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,18 +173,25 @@ static json_t *agent_json(const struct xp_data *d, uint32_t node)
 {
     if (node >= d->n_clocks || !d->clocks[node].agent.known)
         return json_null();
-    const struct xp_agent_status *a = &d->clocks[node].agent;
+    static const struct {
+        const char *name;
+        size_t field;
+    } fields[] = {
+        {"received_batches", offsetof(struct xp_agent_status, received)},
+        {"invalid_messages", offsetof(struct xp_agent_status, invalid)},
+        {"forwarded_batches", offsetof(struct xp_agent_status, forwarded)},
+        {"resent_batches", offsetof(struct xp_agent_status, resent)},
+        {"acked_batches", offsetof(struct xp_agent_status, acked)},
+        {"duplicate_batches", offsetof(struct xp_agent_status, duplicates)},
+        {"rejected_batches", offsetof(struct xp_agent_status, rejected)},
+        {"reconnects", offsetof(struct xp_agent_status, reconnects)},
+        {"pending_batches", offsetof(struct xp_agent_status, pending)},
+        {"pending_bytes", offsetof(struct xp_agent_status, pending_bytes)},
+    };
+    const char *a = (const char *)&d->clocks[node].agent;
     json_t *o = json_object();
-    json_object_set_new(o, "received_batches", u64(a->received));
-    json_object_set_new(o, "invalid_messages", u64(a->invalid));
-    json_object_set_new(o, "forwarded_batches", u64(a->forwarded));
-    json_object_set_new(o, "resent_batches", u64(a->resent));
-    json_object_set_new(o, "acked_batches", u64(a->acked));
-    json_object_set_new(o, "duplicate_batches", u64(a->duplicates));
-    json_object_set_new(o, "rejected_batches", u64(a->rejected));
-    json_object_set_new(o, "reconnects", u64(a->reconnects));
-    json_object_set_new(o, "pending_batches", u64(a->pending));
-    json_object_set_new(o, "pending_bytes", u64(a->pending_bytes));
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        json_object_set_new(o, fields[i].name, u64(*(const uint64_t *)(a + fields[i].field)));
     return o;
 }
 

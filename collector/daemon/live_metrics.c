@@ -73,25 +73,29 @@ static void family(struct buf *b, const char *name, const char *type, const char
 static const char *const kind_names[IOT_INGEST_KINDS] = {"unknown", "client", "server",
                                                          "agent"};
 
+/* A counter by outcome: stored by producer kind, duplicates, and (for
+ * batches; rejected < 0 leaves it out) rejections. */
+static void by_outcome(struct buf *b, const char *name, const char *help,
+                       const uint64_t stored[IOT_INGEST_KINDS], uint64_t dup, int64_t rejected)
+{
+    family(b, name, "counter", help);
+    for (int k = 0; k < IOT_INGEST_KINDS; k++)
+        put(b, "%s{status=\"stored\",kind=\"%s\"} %llu\n", name, kind_names[k],
+            (unsigned long long)stored[k]);
+    put(b, "%s{status=\"duplicate\",kind=\"any\"} %llu\n", name, (unsigned long long)dup);
+    if (rejected >= 0)
+        put(b, "%s{status=\"rejected\",kind=\"any\"} %lld\n", name, (long long)rejected);
+}
+
 static void collector_metrics(struct buf *b, const struct ingest_counters *c, double free_bytes,
                               double store_bytes, int64_t started)
 {
-    family(b, "iotrace_collector_batches_total", "counter",
-           "Batches received from agents, by outcome and producer kind.");
-    for (int k = 0; k < IOT_INGEST_KINDS; k++)
-        put(b, "iotrace_collector_batches_total{status=\"stored\",kind=\"%s\"} %llu\n",
-            kind_names[k], (unsigned long long)c->batches[k]);
-    put(b, "iotrace_collector_batches_total{status=\"duplicate\",kind=\"any\"} %llu\n",
-        (unsigned long long)c->dup_batches);
-    put(b, "iotrace_collector_batches_total{status=\"rejected\",kind=\"any\"} %llu\n",
-        (unsigned long long)c->rejected);
-    family(b, "iotrace_collector_events_total", "counter",
-           "Events in the batches received, by outcome and producer kind.");
-    for (int k = 0; k < IOT_INGEST_KINDS; k++)
-        put(b, "iotrace_collector_events_total{status=\"stored\",kind=\"%s\"} %llu\n",
-            kind_names[k], (unsigned long long)c->events[k]);
-    put(b, "iotrace_collector_events_total{status=\"duplicate\",kind=\"any\"} %llu\n",
-        (unsigned long long)c->dup_events);
+    by_outcome(b, "iotrace_collector_batches_total",
+               "Batches received from agents, by outcome and producer kind.", c->batches,
+               c->dup_batches, (int64_t)c->rejected);
+    by_outcome(b, "iotrace_collector_events_total",
+               "Events in the batches received, by outcome and producer kind.", c->events,
+               c->dup_events, -1);
     /* One value each; the text format spells an unknown one NaN. */
     const struct {
         const char *name, *type, *help, *fmt;

@@ -130,7 +130,8 @@ function lagBanner(st) {
     return;
   }
   const how = "The live analysis is " + lag.toFixed(0) + " s behind the store (" +
-    st.analysis_behind_batches + " batches stored and not analysed yet): the figures below are that far behind. ";
+    st.analysis_behind_batches + (st.analysis_behind_batches === 1 ? " batch" : " batches") +
+    " stored and not analysed yet): the figures below are that far behind. ";
   b.textContent = how + (st.analysis_yield_s > 0
     ? (st.analysis_waiting ? "It is waiting for an idle core: " : "") +
       "the collector runs with --analysis-yield " + st.analysis_yield_s +

@@ -1193,7 +1193,14 @@ void iot_sender_before_exec(void)
     pthread_mutex_unlock(&s.lock);
     if (!running || (uint32_t)getpid() != (uint32_t)iot_g.pid)
         return;
-    iot_sender_flush((int)iot_g.cfg.linger_ms);
+    /* The sweep on this thread, not the sender's: on a loaded node the
+     * sender thread may not get a core before the linger runs out, and what
+     * is left in the rings at exec is lost uncounted.  (An exec from a
+     * signal handler that interrupted malloc could then deadlock in the
+     * encoder's allocations: rarer by far than a slow sender.) */
+    int saved = errno;
+    iot_t.internal++;
+    sweep();
     take_token();
     if (s.sent_batches > s.boxed_batches) {
         size_t queued = 0;
@@ -1205,6 +1212,8 @@ void iot_sender_before_exec(void)
         leave_running_total(unread ? why : NULL);
     }
     give_token();
+    iot_t.internal--;
+    errno = saved;
 }
 
 void iot_sender_stop(void)

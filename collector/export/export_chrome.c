@@ -428,7 +428,10 @@ static int write_slice(struct run *s, const struct xp_event *ev, uint32_t t)
     OUT(s, ",\"cat\":\"");
     out(s, category(ev));
     OUT(s, "\",\"name\":");
-    put_text(s, func && func[0] ? func : "unknown");
+    /* The function table's names are plain ASCII: no escaping to do. */
+    xp_buf_char(&s->out, '"');
+    out(s, func && func[0] ? func : "unknown");
+    xp_buf_char(&s->out, '"');
     OUT(s, ",\"args\":");
     xp_rows_json_text(s->rows, &s->out, s->d, ev);
     xp_buf_char(&s->out, '}');

@@ -221,15 +221,6 @@ int xp_json_plain(const char *str, size_t n)
     return 1;
 }
 
-void xp_buf_put(struct xp_buf *b, const char *s, size_t n)
-{
-    char *p = xp_buf_reserve(b, n);
-    if (p) {
-        memcpy(p, s, n);
-        xp_buf_commit(b, p + n);
-    }
-}
-
 void xp_buf_str(struct xp_buf *b, const char *s) { xp_buf_put(b, s, strlen(s)); }
 
 void xp_buf_char(struct xp_buf *b, char c) { xp_buf_put(b, &c, 1); }

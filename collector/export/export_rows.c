@@ -69,6 +69,8 @@ const char *const xp_drop_reasons[XP_DROP_REASONS] = {
 struct value {
     const char *s; /* COL_STR; NULL: none */
     int64_t i;     /* COL_INT */
+    size_t len;    /* of s, set by measure() */
+    unsigned char json_plain, csv_plain; /* s is written as it is (measure()) */
 };
 
 /* Whether the strings of the interned tables (nodes, jobs, files, servers)
@@ -78,7 +80,7 @@ struct value {
 struct plain_entry {
     const char *s;
     size_t len;
-    int plain;
+    unsigned char json_plain, csv_plain;
 };
 
 struct xp_rows {
@@ -186,87 +188,83 @@ json_t *xp_rows_json(const struct xp_data *d, const struct xp_event *ev)
     return row_json(v);
 }
 
-/* Each column's key as the JSON text puts it before the value, with the
- * comma before it, padded: copied 32 bytes at a time (a copy of a constant
- * size is two moves; one of a size known only at run time is a call). */
-#define KEY_COPY 32
-static const struct {
-    char text[KEY_COPY];
-    size_t len;
-} json_keys[N_COLS] = {
-#define X(name, type, values, meaning) {",\"" #name "\":", sizeof(",\"" #name "\":") - 1},
-    XP_COLUMNS(X)
-#undef X
-};
-
-/* The room a row's text may take: its strings escaped at worst, its
- * integers at their longest; the lengths of its strings in len. */
-/* Columns whose text comes from the program's own tables (kind, role,
- * function and drop reason names, the CallID in hex): never escaped. */
-static const unsigned char own_text[N_COLS] = {[COL_kind] = 1, [COL_role] = 1, [COL_func] = 1,
-                                               [COL_callid] = 1, [COL_reason] = 1};
-
 static const struct plain_entry *plain_of(struct plain_entry *cache, const char *s)
 {
     struct plain_entry *e = &cache[((uintptr_t)s >> 3) % PLAIN_CACHE];
     if (e->s != s) {
         e->s = s;
         e->len = strlen(s);
-        e->plain = xp_json_plain(s, e->len);
+        e->json_plain = (unsigned char)xp_json_plain(s, e->len);
+        e->csv_plain = !strpbrk(s, ",\"\r\n");
     }
     return e;
 }
 
-static size_t row_room(struct plain_entry *cache, const struct value *v, size_t *len,
-                       unsigned char *plain, size_t per_byte)
+/* Every string's length, and whether it goes out as it is: the strings of
+ * the stored tables (nodes, jobs, files, servers) and the program's own
+ * names through the cache; the row's scratch texts (CallID, a function or
+ * reason number) each time, since their addresses are reused. */
+static size_t measure(struct xp_rows *w, struct value *v)
 {
-    size_t need = 4;
+    size_t strings = 0;
     for (int c = 0; c < N_COLS; c++) {
-        len[c] = 0;
-        plain[c] = 0;
-        if (columns[c].type == COL_STR && v[c].s) {
-            if (own_text[c]) {
-                len[c] = strlen(v[c].s);
-                plain[c] = 1;
-            } else {
-                const struct plain_entry *e = plain_of(cache, v[c].s);
-                len[c] = e->len;
-                plain[c] = (unsigned char)e->plain;
-            }
+        const char *str = v[c].s;
+        if (columns[c].type != COL_STR || !str)
+            continue;
+        if (str == w->callid || str == w->func || str == w->reason) {
+            v[c].len = strlen(str);
+            v[c].json_plain = v[c].csv_plain = 1;
+        } else {
+            const struct plain_entry *e = plain_of(w->plain, str);
+            v[c].len = e->len;
+            v[c].json_plain = e->json_plain;
+            v[c].csv_plain = e->csv_plain;
         }
-        need += KEY_COPY + (columns[c].type == COL_INT ? 21 : per_byte * len[c] + 4);
+        strings += v[c].len;
     }
-    return need;
+    return strings;
 }
 
-/* The row as json_dumpf(row_json(v), JSON_COMPACT) writes it, keys in
- * the table's order (export.rows_text checks the two against each other). */
-static void put_json_row(struct xp_rows *w, struct xp_buf *b, const struct value *v, char end)
+/* The most a row takes besides its strings (escaped at worst, 6 bytes a
+ * byte, plus quotes): keys and integers at their longest. */
+#define X(name, type, values, meaning) + sizeof(",\"" #name "\":") + 24
+static const size_t row_fixed = 8 XP_COLUMNS(X);
+#undef X
+
+static char *put_json_value(char *p, const struct value *v)
 {
-    size_t len[N_COLS];
-    unsigned char plain[N_COLS];
-    char *p = xp_buf_reserve(b, row_room(w->plain, v, len, plain, 6));
+    if (!v->s) {
+        memcpy(p, "null", 4);
+        return p + 4;
+    }
+    if (!v->json_plain)
+        return xp_put_json_string(p, v->s, v->len);
+    *p++ = '"';
+    memcpy(p, v->s, v->len);
+    p += v->len;
+    *p++ = '"';
+    return p;
+}
+
+/* One column: its key (with the comma before it), then its value; a key's
+ * size is known when compiled, so its copy is a move or two. */
+#define PUT_COL_INT(c) p = xp_put_int(p, v[COL_##c].i);
+#define PUT_COL_STR(c) p = put_json_value(p, &v[COL_##c]);
+#define PUT_JSON(name, type, values, meaning)                                       \
+    memcpy(p, ",\"" #name "\":", sizeof(",\"" #name "\":") - 1);                   \
+    p += sizeof(",\"" #name "\":") - 1;                                            \
+    PUT_##type(name)
+
+/* The row as json_dumpf(row_json(v), JSON_COMPACT) writes it, keys in
+ * the table's order (export.text checks the two against each other). */
+static void put_json_row(struct xp_rows *w, struct xp_buf *b, struct value *v, char end)
+{
+    char *p = xp_buf_reserve(b, row_fixed + 6 * measure(w, v) + 2 * N_COLS);
     if (!p)
         return;
-    *p = '{';
-    for (int c = 0; c < N_COLS; c++) {
-        /* The first key's comma is the brace written over it. */
-        memcpy(p + !c, json_keys[c].text + !c, KEY_COPY - 1);
-        p += json_keys[c].len;
-        if (columns[c].type == COL_INT) {
-            p = xp_put_int(p, v[c].i);
-        } else if (v[c].s && plain[c]) {
-            *p++ = '"';
-            memcpy(p, v[c].s, len[c]);
-            p += len[c];
-            *p++ = '"';
-        } else if (v[c].s) {
-            p = xp_put_json_string(p, v[c].s, len[c]);
-        } else {
-            memcpy(p, "null", 4);
-            p += 4;
-        }
-    }
+    char *start = p;
+    XP_COLUMNS(PUT_JSON)
+    *start = '{'; /* over the first key's comma */
     *p++ = '}';
     if (end)
         *p++ = end;
@@ -281,21 +279,31 @@ void xp_rows_json_text(struct xp_rows *w, struct xp_buf *b, const struct xp_data
     put_json_row(w, b, v, 0);
 }
 
-static void put_csv_row(struct xp_rows *w, struct xp_buf *b, const struct value *v)
+static char *put_csv_value(char *p, const struct value *v)
 {
-    size_t len[N_COLS];
-    unsigned char plain[N_COLS];
-    char *p = xp_buf_reserve(b, row_room(w->plain, v, len, plain, 2));
+    if (!v->s)
+        return p;
+    if (!v->csv_plain)
+        return xp_put_csv_field(p, v->s, v->len);
+    memcpy(p, v->s, v->len);
+    return p + v->len;
+}
+
+#define PUT_CSV_INT(c) p = xp_put_int(p, v[COL_##c].i);
+#define PUT_CSV_STR(c) p = put_csv_value(p, &v[COL_##c]);
+#define PUT_CSV(name, type, values, meaning)                                        \
+    if (COL_##name)                                                                 \
+        *p++ = ','; /* not before the first column: a constant test */              \
+    PUT_CSV_##type(name)
+#define PUT_CSV_COL_INT PUT_CSV_INT
+#define PUT_CSV_COL_STR PUT_CSV_STR
+
+static void put_csv_row(struct xp_rows *w, struct xp_buf *b, struct value *v)
+{
+    char *p = xp_buf_reserve(b, row_fixed + 2 * measure(w, v) + 2 * N_COLS);
     if (!p)
         return;
-    for (int c = 0; c < N_COLS; c++) {
-        if (c)
-            *p++ = ',';
-        if (columns[c].type == COL_INT)
-            p = xp_put_int(p, v[c].i);
-        else if (v[c].s)
-            p = xp_put_csv_field(p, v[c].s, len[c]);
-    }
+    XP_COLUMNS(PUT_CSV)
     *p++ = '\n';
     xp_buf_commit(b, p);
 }

@@ -6,7 +6,7 @@ before iotrace (Darshan) forwards the application's calls to the PMPI_ name.
 Both share one inline body and find the next definition of their own name
 with dlsym(RTLD_NEXT), pass straight through when tracing is off or the call
 is not the application's (iot_mpi_tracing, iot_mpi_from_mpi,
-iot_mpi_tool_query), and
+iot_mpi_app_query), and
 otherwise bracket the call with the iot_mpi_enter*/iot_mpi_leave* helpers of
 mpiio.c chosen by the row's kind.  The output is not a unit of its own:
 mpiio.c includes it.
@@ -43,7 +43,7 @@ def arg_names(params):
 
 
 # Rows that only ask MPI something: recorded only when the application asks
-# (see iot_mpi_tool_query), as another tool's wrappers ask them too.
+# (see iot_mpi_app_query), as another tool's wrappers ask them too.
 QUERY_KINDS = ("query", "conv")
 ERROR = {"int": "MPI_ERR_INTERN", "MPI_Fint": "0", "MPI_File": "MPI_FILE_NULL"}
 POS = {"at": "IOT_MF_AT", "ind": "IOT_MF_IND", "shared": "IOT_MF_SHARED"}
@@ -137,7 +137,8 @@ with open(out, "w") as f:
                 f"{params})\n{{\n")
         f.write("    int on = iot_mpi_tracing();\n")
         if kind in QUERY_KINDS:
-            f.write("    if (!on || iot_mpi_tool_query(via_pmpi, caller))\n")
+            f.write("    (void)via_pmpi; /* either name: the caller decides */\n")
+            f.write(f"    if (!on || !iot_mpi_app_query(caller, \"{name}\"))\n")
         else:
             f.write("    if (!on || (via_pmpi && iot_mpi_from_mpi(caller)))\n")
         f.write(f"        return next({args});\n")

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include "clock.h"
 #include "iot_functions.h"
@@ -51,15 +52,36 @@ static struct {
     int resolved;
 } pmpi;
 
-/* RTLD_NEXT, not RTLD_DEFAULT: the first PMPI_File_get_byte_offset in the
- * process may be iotrace's own, or that of a tool loaded before it, which
- * would count iotrace's queries as the application's. */
-#define PMPI_NEXT(name) dlsym(RTLD_NEXT, name)
+/* The MPI library's own definitions, not RTLD_DEFAULT: the first
+ * PMPI_File_get_byte_offset in the process may be iotrace's own, or that of
+ * a tool loaded before it, which would count iotrace's queries as the
+ * application's; and not RTLD_NEXT either where the MPI library can be
+ * named, since a tool loaded after iotrace that wraps the queries under
+ * their PMPI_ names too (Recorder) would count them as the application's.
+ * RTLD_NEXT where it cannot (no PMPI_Get_library_version). */
+static void *pmpi_library;
+#define PMPI_NEXT(name) pmpi_sym(name)
+
+static void *pmpi_sym(const char *name)
+{
+    void *p = pmpi_library ? dlsym(pmpi_library, name) : NULL;
+    return p ? p : dlsym(RTLD_NEXT, name);
+}
+
+static void *mpi_library_handle(void)
+{
+    Dl_info info;
+    void *f = dlsym(RTLD_NEXT, "PMPI_Get_library_version");
+    /* Loaded already (it defines the function): a handle, no load. */
+    return f && dladdr(f, &info) && info.dli_fname ? dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)
+                                                   : NULL;
+}
 
 static void resolve_pmpi(void)
 {
     if (pmpi.resolved)
         return;
+    pmpi_library = mpi_library_handle();
     pmpi.type_size_x = (int (*)(MPI_Datatype, MPI_Count *))PMPI_NEXT("PMPI_Type_size_x");
     pmpi.get_byte_offset =
         (int (*)(MPI_File, MPI_Offset, MPI_Offset *))PMPI_NEXT("PMPI_File_get_byte_offset");
@@ -237,12 +259,115 @@ static inline int iot_mpi_from_mpi(const void *caller)
     return caller_kind(caller) == CALLER_MPI;
 }
 
-/* Whether a query (get_size, get_byte_offset, ...) outside any traced call
- * is not the application's: called through the PMPI_ name (by a tool or
- * MPI), or from another tool's code. */
-static inline int iot_mpi_tool_query(int via_pmpi, const void *caller)
+/* A query that comes from another tool's code is the application's when
+ * the tool is forwarding it: the tool's frames on the stack were entered
+ * from the application, through the tool's own definition of this very
+ * query (MPI_File_get_size reached the tool's MPI_File_get_size, which
+ * calls PMPI_File_get_size).  Entered through anything else (the tool's
+ * MPI_File_write_at asking MPI_File_get_byte_offset, even through the
+ * tool's own wrapper of that query), or from MPI, the query is the tool's.
+ * Only the outermost tool frame tells: the one just below it holds the
+ * return address the caller passed when it called into the tool. */
+struct tool_walk {
+    const void *caller; /* return address into the tool, where the walk starts */
+    const void *outer;  /* return address in the outermost tool frame so far */
+    enum caller_kind beyond;
+    int started, ended;
+};
+
+static _Unwind_Reason_Code tool_frame(struct _Unwind_Context *ctx, void *arg)
 {
-    return via_pmpi || caller_kind(caller) == CALLER_TOOL;
+    struct tool_walk *w = arg;
+    const void *ip = (const void *)_Unwind_GetIP(ctx);
+    if (!ip)
+        return _URC_END_OF_STACK;
+    if (!w->started) { /* iotrace's own frames, up to the one the tool called */
+        w->started = ip == w->caller;
+        if (!w->started)
+            return _URC_NO_REASON;
+    }
+    enum caller_kind kind = caller_kind(ip);
+    if (kind == CALLER_TOOL) {
+        w->outer = ip;
+        return _URC_NO_REASON;
+    }
+    w->beyond = kind;
+    w->ended = 1;
+    return _URC_END_OF_STACK;
+}
+
+/* The function of a tool's that holds a return address, "" if it has no
+ * exported name.  Kept like the spans, per return address: dladdr reads the
+ * object's symbol table, a fifth of the walk's time. */
+#define OUTERS_MAX 64
+static struct {
+    const void *ip;
+    const char *sym;
+} outers[OUTERS_MAX];
+static _Atomic int outers_n;
+
+static const char *tool_function(const void *ip)
+{
+    int n = atomic_load_explicit(&outers_n, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (outers[i].ip == ip)
+            return outers[i].sym;
+    Dl_info info;
+    /* ip - 1: inside the call instruction, so that a call that ends a
+     * function is named after that function. */
+    const char *sym = dladdr((const char *)ip - 1, &info) && info.dli_sname ? info.dli_sname : "";
+    pthread_mutex_lock(&spans_lock);
+    n = atomic_load_explicit(&outers_n, memory_order_relaxed);
+    if (n < OUTERS_MAX) {
+        outers[n].ip = ip;
+        outers[n].sym = sym;
+        atomic_store_explicit(&outers_n, n + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&spans_lock);
+    return sym;
+}
+
+/* The MPI function a tool's function is the wrapper of (its PMPI_ alias
+ * named as the MPI_ name), or NULL for a function of other name. */
+static const char *mpi_name(const char *sym)
+{
+    if (strncmp(sym, "PMPI_", 5) == 0)
+        return sym + 1;
+    return strncmp(sym, "MPI_", 4) == 0 ? sym : NULL;
+}
+
+static __attribute__((noinline, cold)) int tool_forwards(const void *caller, const char *name)
+{
+    iot_t.internal++;
+    /* Called from the tool's wrapper of another MPI function (Darshan's
+     * queries inside its MPI_File_write_at, twice per access): the tool's
+     * own, without the walk, which costs about a microsecond.  Only a tool
+     * whose wrapper of this query reached it through its wrapper of another
+     * MPI function could be told wrong so. */
+    const char *own = mpi_name(tool_function(caller));
+    const char *sym = "";
+    if (!own || strcmp(own, name) == 0) {
+        struct tool_walk w = {.caller = caller, .outer = caller};
+        _Unwind_Backtrace(tool_frame, &w);
+        /* Without the application beyond the tool (no unwind information,
+         * the tool's own thread, MPI calling the tool), the query is not
+         * the application's. */
+        if (w.ended && w.beyond == CALLER_APP)
+            sym = tool_function(w.outer);
+    }
+    iot_t.internal--;
+    const char *outer = mpi_name(sym);
+    return outer && strcmp(outer, name) == 0;
+}
+
+/* Whether a query (get_size, get_byte_offset, ...) outside any traced call
+ * is the application's, by either name: from the application's code (its
+ * own call, or a tool's wrapper that forwarded it with a tail call), or
+ * forwarded by another tool (tool_forwards); not from MPI itself. */
+static inline int iot_mpi_app_query(const void *caller, const char *name)
+{
+    enum caller_kind kind = caller_kind(caller);
+    return kind == CALLER_APP || (kind == CALLER_TOOL && tool_forwards(caller, name));
 }
 
 /* ---- file handles ------------------------------------------------------- */

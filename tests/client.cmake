@@ -17,6 +17,8 @@ add_executable(open_abort ${IOTRACE_TEST_DIR}/mpi/open_abort.c)
 target_link_libraries(open_abort PRIVATE MPI::MPI_C)
 add_executable(self_coll ${IOTRACE_TEST_DIR}/mpi/self_coll.c)
 target_link_libraries(self_coll PRIVATE MPI::MPI_C)
+add_executable(queries ${IOTRACE_TEST_DIR}/mpi/queries.c)
+target_link_libraries(queries PRIVATE MPI::MPI_C)
 
 set(IOTRACE_IT_ARGS
   --collector=$<TARGET_FILE:iotrace-collector>
@@ -89,7 +91,13 @@ add_executable(bench_clock ${IOTRACE_TEST_DIR}/bench/bench_clock.c)
 add_library(fake_darshan SHARED ${IOTRACE_TEST_DIR}/tools/fake_darshan.c)
 target_link_libraries(fake_darshan PRIVATE MPI::MPI_C ${CMAKE_DL_LIBS})
 target_compile_options(fake_darshan PRIVATE -U_FORTIFY_SOURCE)
+# The same, wrapping the MPI_File_get_* queries too, as Recorder does.
+add_library(fake_recorder SHARED ${IOTRACE_TEST_DIR}/tools/fake_darshan.c)
+target_link_libraries(fake_recorder PRIVATE MPI::MPI_C ${CMAKE_DL_LIBS})
+target_compile_options(fake_recorder PRIVATE -U_FORTIFY_SOURCE)
+target_compile_definitions(fake_recorder PRIVATE FAKE_WRAP_QUERIES)
 add_test(NAME client.other_tool
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_other_tool.py ${IOTRACE_IT_ARGS}
-          --fake-tool=$<TARGET_FILE:fake_darshan>)
+          --fake-tool=$<TARGET_FILE:fake_darshan> --fake-recorder=$<TARGET_FILE:fake_recorder>
+          --queries-app=$<TARGET_FILE:queries>)
 set_tests_properties(client.other_tool PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)

@@ -16,6 +16,11 @@
  * - It wraps POSIX open, close, read, write, pread, pwrite (and their 64
  *   names) with dlsym(RTLD_NEXT) too, and counts those on files whose path
  *   contains $FAKE_TOOL_MATCH, made on the process's main thread.
+ * - Built with FAKE_WRAP_QUERIES (fake_recorder), it also wraps the
+ *   MPI_File_get_* queries, as Recorder does (Darshan does not), with PMPI_
+ *   aliases and forwarding to PMPI_; its own queries above then pass through
+ *   these wrappers too (by their MPI_ names), and its MPI_File_get_size asks
+ *   MPI_File_get_position of its own before forwarding.
  *
  * At MPI_Finalize each rank writes what it saw, as one JSON object, to
  * $FAKE_TOOL_OUT.<rank>. */
@@ -57,7 +62,22 @@
     X(MPI_File_read_all_begin)                                                                     \
     X(MPI_Wait)                                                                                    \
     X(MPI_Waitall)                                                                                 \
-    X(MPI_Waitany)
+    X(MPI_Waitany)                                                                                 \
+    QUERY_FUNCS(X)
+
+#ifdef FAKE_WRAP_QUERIES
+#define QUERY_FUNCS(X)                                                                             \
+    X(MPI_File_get_size)                                                                           \
+    X(MPI_File_get_position)                                                                       \
+    X(MPI_File_get_position_shared)                                                                \
+    X(MPI_File_get_byte_offset)                                                                    \
+    X(MPI_File_get_view)                                                                           \
+    X(MPI_File_get_info)                                                                           \
+    X(MPI_File_get_amode)                                                                          \
+    X(MPI_File_get_group)
+#else
+#define QUERY_FUNCS(X)
+#endif
 
 #define POSIX(X)                                                                                   \
     X(open) X(open64) X(close) X(read) X(write) X(pread) X(pread64) X(pwrite) X(pwrite64)
@@ -220,6 +240,40 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     LEAVE(MPI_File_set_view);
 }
 ALIAS(MPI_File_set_view, (MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, const char *, MPI_Info))
+
+#ifdef FAKE_WRAP_QUERIES
+/* Queries, as Recorder wraps them: counted when the application asks,
+ * forwarded to PMPI_ by a call (not a tail call: the count comes after). */
+#define QUERY(name, params, args)                                                                  \
+    int name params                                                                                \
+    {                                                                                              \
+        ENTER(name, args);                                                                         \
+        int ret = next args;                                                                       \
+        LEAVE(name);                                                                               \
+    }                                                                                              \
+    ALIAS(name, params)
+
+QUERY(MPI_File_get_position, (MPI_File fh, MPI_Offset *x), (fh, x))
+QUERY(MPI_File_get_position_shared, (MPI_File fh, MPI_Offset *x), (fh, x))
+QUERY(MPI_File_get_byte_offset, (MPI_File fh, MPI_Offset off, MPI_Offset *disp), (fh, off, disp))
+QUERY(MPI_File_get_view,
+      (MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Datatype *filetype, char *rep),
+      (fh, disp, etype, filetype, rep))
+QUERY(MPI_File_get_info, (MPI_File fh, MPI_Info *info), (fh, info))
+QUERY(MPI_File_get_amode, (MPI_File fh, int *amode), (fh, amode))
+QUERY(MPI_File_get_group, (MPI_File fh, MPI_Group *group), (fh, group))
+
+/* With a query of its own inside, through its own wrapper (which the guard
+ * sends straight on to PMPI_File_get_position). */
+int MPI_File_get_size(MPI_File fh, MPI_Offset *size)
+{
+    ENTER(MPI_File_get_size, (fh, size));
+    ask_before(fh);
+    int ret = next(fh, size);
+    LEAVE(MPI_File_get_size);
+}
+ALIAS(MPI_File_get_size, (MPI_File, MPI_Offset *))
+#endif
 
 /* Completion: no guard needed, nothing of ours runs inside. */
 #define COMPLETION(name, params, args)                                                             \

@@ -1130,6 +1130,195 @@ static inline int pmpi_completion_passes(const void *caller)
 
 #define IOT_UNPAREN(...) __VA_ARGS__
 
+/* ---- generalized requests: ROMIO's non-blocking collectives -------------- */
+
+#ifdef MPICH
+/* ROMIO (MPICH 4.0) carries out MPI_File_iwrite_all, iread_all,
+ * iwrite_at_all and iread_at_all as generalized requests of a class of its
+ * own (MPIX_Grequest_class_create), whose poll and wait functions MPI calls
+ * inside MPI_Wait*, MPI_Test* to move a request on: most of its reads and
+ * writes happen there, for whichever request is being polled.  One
+ * Waitall completing several of them runs under one CallID (completion_begin:
+ * the first request's), so each request's I/O would carry the first one's.
+ * Instead, the library gives ROMIO a class of its own functions: a request
+ * allocated inside a traced call gets, as its state, a note of that call's
+ * CallID and the state ROMIO gave, and each poll or wait runs with that
+ * CallID published (nested in the Wait/Test call's, as a traced call in
+ * another), then hands ROMIO its state.  A request allocated outside any
+ * traced call goes to a second class with ROMIO's functions themselves, so
+ * that it costs nothing. */
+struct greq_class {
+    MPIX_Grequest_class wrapped, plain; /* what ROMIO was given; the same as ROMIO's */
+    MPI_Grequest_query_function *query_fn;
+    MPI_Grequest_free_function *free_fn;
+    MPI_Grequest_cancel_function *cancel_fn;
+    MPIX_Grequest_poll_function *poll_fn;
+    MPIX_Grequest_wait_function *wait_fn;
+};
+
+/* A request's state as MPI sees it. */
+struct greq {
+    void *state;
+    uint64_t callid;
+    const struct greq_class *cls;
+};
+
+/* ROMIO makes three classes (non-blocking collective reads, writes, and
+ * POSIX AIO); more than this many are passed through unchanged.  Appended
+ * under the lock, read without it (an entry is written before the count). */
+#define GREQ_CLASSES 16
+static struct greq_class greq_classes[GREQ_CLASSES];
+static _Atomic int greq_classes_n;
+static pthread_mutex_t greq_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const struct greq_class *greq_class_of(MPIX_Grequest_class cls)
+{
+    int n = atomic_load_explicit(&greq_classes_n, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (greq_classes[i].wrapped == cls)
+            return &greq_classes[i];
+    return NULL;
+}
+
+static int greq_query(void *extra, MPI_Status *status)
+{
+    struct greq *g = extra;
+    return g->cls->query_fn(g->state, status);
+}
+
+static int greq_free(void *extra)
+{
+    struct greq *g = extra;
+    int ret = g->cls->free_fn(g->state);
+    free(g);
+    return ret;
+}
+
+static int greq_cancel(void *extra, int complete)
+{
+    struct greq *g = extra;
+    return g->cls->cancel_fn(g->state, complete);
+}
+
+static int greq_poll(void *extra, MPI_Status *status)
+{
+    struct greq *g = extra;
+    struct iot_mpi_call c = {.callid = g->callid};
+    begin_scope(&c);
+    int ret = g->cls->poll_fn(g->state, status);
+    end_scope(&c);
+    return ret;
+}
+
+static double greq_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* MPI passes a class's wait function the states of several requests at
+ * once when it pokes them (MPIR_Grequest_progress_poke, from MPI_Test* and
+ * MPI_Wait*), so that one call moves them all on; ROMIO's waits for each
+ * in turn, in the order given, until it is done.  So the states are handed
+ * over one at a time, in that order, each with its own CallID: the same
+ * waits, each under the right CallID.  A timeout (MPICH passes none, 0)
+ * goes on running across them. */
+static int greq_wait(int count, void **states, double timeout, MPI_Status *status)
+{
+    double start = timeout > 0 ? greq_now() : 0;
+    for (int i = 0; i < count; i++) {
+        struct greq *g = states[i];
+        double left = timeout;
+        if (timeout > 0 && (left = timeout - (greq_now() - start)) <= 0)
+            break;
+        struct iot_mpi_call c = {.callid = g->callid};
+        begin_scope(&c);
+        int ret = g->cls->wait_fn(1, &g->state, left, status);
+        end_scope(&c);
+        if (ret != MPI_SUCCESS)
+            return ret;
+    }
+    return MPI_SUCCESS;
+}
+
+static int greq_class_create(__typeof__(&MPIX_Grequest_class_create) next,
+                             MPI_Grequest_query_function *query_fn,
+                             MPI_Grequest_free_function *free_fn,
+                             MPI_Grequest_cancel_function *cancel_fn,
+                             MPIX_Grequest_poll_function *poll_fn,
+                             MPIX_Grequest_wait_function *wait_fn, MPIX_Grequest_class *cls)
+{
+    if (!iot_recording() || !query_fn || !free_fn || !cancel_fn || (!poll_fn && !wait_fn))
+        return next(query_fn, free_fn, cancel_fn, poll_fn, wait_fn, cls);
+    pthread_mutex_lock(&greq_lock);
+    int n = atomic_load_explicit(&greq_classes_n, memory_order_relaxed), ret;
+    struct greq_class *k = &greq_classes[n < GREQ_CLASSES ? n : 0];
+    if (n == GREQ_CLASSES ||
+        (ret = next(query_fn, free_fn, cancel_fn, poll_fn, wait_fn, &k->plain)) != MPI_SUCCESS) {
+        pthread_mutex_unlock(&greq_lock);
+        return next(query_fn, free_fn, cancel_fn, poll_fn, wait_fn, cls);
+    }
+    k->query_fn = query_fn;
+    k->free_fn = free_fn;
+    k->cancel_fn = cancel_fn;
+    k->poll_fn = poll_fn;
+    k->wait_fn = wait_fn;
+    /* MPI tells a class without a poll or a wait function by its NULL. */
+    ret = next(greq_query, greq_free, greq_cancel, poll_fn ? greq_poll : NULL,
+               wait_fn ? greq_wait : NULL, &k->wrapped);
+    if (ret == MPI_SUCCESS) {
+        atomic_store_explicit(&greq_classes_n, n + 1, memory_order_release);
+        *cls = k->wrapped;
+    } else {
+        *cls = k->plain;
+        ret = MPI_SUCCESS;
+    }
+    pthread_mutex_unlock(&greq_lock);
+    return ret;
+}
+
+static int greq_class_allocate(__typeof__(&MPIX_Grequest_class_allocate) next,
+                               MPIX_Grequest_class cls, void *state, MPI_Request *request)
+{
+    const struct greq_class *k = greq_class_of(cls);
+    if (!k)
+        return next(cls, state, request);
+    uint64_t callid = iot_t.callid;
+    struct greq *g = callid ? malloc(sizeof *g) : NULL;
+    if (!g)
+        return next(k->plain, state, request);
+    *g = (struct greq){.state = state, .callid = callid, .cls = k};
+    int ret = next(cls, g, request);
+    if (ret != MPI_SUCCESS)
+        free(g);
+    return ret;
+}
+
+/* ROMIO calls the PMPIX_ names; an application may call either. */
+#define GREQ_CLASS_CREATE(name)                                                 \
+    int name(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, \
+             MPI_Grequest_cancel_function *cancel_fn, MPIX_Grequest_poll_function *poll_fn, \
+             MPIX_Grequest_wait_function *wait_fn, MPIX_Grequest_class *cls)   \
+    {                                                                           \
+        NEXT(name);                                                             \
+        return greq_class_create(next_##name, query_fn, free_fn, cancel_fn, poll_fn, wait_fn, \
+                                 cls);                                          \
+    }
+
+#define GREQ_CLASS_ALLOCATE(name)                                               \
+    int name(MPIX_Grequest_class cls, void *state, MPI_Request *request)        \
+    {                                                                           \
+        NEXT(name);                                                             \
+        return greq_class_allocate(next_##name, cls, state, request);           \
+    }
+
+GREQ_CLASS_CREATE(MPIX_Grequest_class_create)
+GREQ_CLASS_CREATE(PMPIX_Grequest_class_create)
+GREQ_CLASS_ALLOCATE(MPIX_Grequest_class_allocate)
+GREQ_CLASS_ALLOCATE(PMPIX_Grequest_class_allocate)
+#endif
+
 /* ---- synchronisation: MPI_Barrier, with IOTRACE_SYNC=1 ---------------------- */
 
 /* What orders one rank's I/O after another's, for iotrace-replay (MPIOR's

@@ -19,6 +19,8 @@ add_executable(self_coll ${IOTRACE_TEST_DIR}/mpi/self_coll.c)
 target_link_libraries(self_coll PRIVATE MPI::MPI_C)
 add_executable(queries ${IOTRACE_TEST_DIR}/mpi/queries.c)
 target_link_libraries(queries PRIVATE MPI::MPI_C)
+add_executable(nb_coll ${IOTRACE_TEST_DIR}/mpi/nb_coll.c)
+target_link_libraries(nb_coll PRIVATE MPI::MPI_C)
 
 set(IOTRACE_IT_ARGS
   --collector=$<TARGET_FILE:iotrace-collector>
@@ -65,6 +67,9 @@ add_test(NAME client.self_collectives
           --self-app=$<TARGET_FILE:self_coll> --brick=$<TARGET_FILE:registry_brick>)
 add_test(NAME client.paths
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_paths.py ${IOTRACE_IT_ARGS})
+add_test(NAME client.nb_collectives
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_nb_coll.py ${IOTRACE_IT_ARGS}
+          --nb-app=$<TARGET_FILE:nb_coll>)
 # The drop box with another user's files in it (root: acts as nobody).
 add_test(NAME client.dropbox
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_dropbox.py ${IOTRACE_IT_ARGS})
@@ -77,7 +82,7 @@ add_test(NAME client.overflow
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_overflow.py ${IOTRACE_IT_ARGS})
 set_tests_properties(client.mpi_trace_end_to_end client.job_from_mpi_init client.posix_and_fork client.transparency
   client.descriptors client.overflow client.aio client.inline_send client.agent_killed client.resized_view client.mpi_abort client.self_collectives client.paths client.dropbox
-  PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
+  client.nb_collectives PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
 set_tests_properties(client.dropbox PROPERTIES SKIP_RETURN_CODE 77)
 
 # Benchmarks (not tests), run by the scripts in tests/bench/ (docs/performance.md).

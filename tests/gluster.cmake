@@ -16,7 +16,8 @@ if(TARGET xlator-iotrace-client)
   target_link_libraries(fops_tagged PRIVATE iotrace-registry)
   iotrace_gluster_test(gluster.callids_reach_bricks test_gluster.py 600
                        --fuse-ops=$<TARGET_FILE:bench_fuse_ops>
-                       --fops-tagged=$<TARGET_FILE:fops_tagged>)
+                       --fops-tagged=$<TARGET_FILE:fops_tagged>
+                       --nb-app=$<TARGET_FILE:nb_coll>)
 
   # A compute node and a storage node with clocks seconds apart and drifting
   # (libfaketime): alignment, matching and statistics on a real volume.

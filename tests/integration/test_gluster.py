@@ -7,7 +7,10 @@ On a 2-brick distribute, a replica-2 and a disperse 2+1 volume, mpiio_mix
 writes and reads a file through the mount; from the export, every read and
 write of that file on every brick must carry the CallID of an MPI-IO call of
 the job whose byte range (a collective call's: its group's) covers the disk
-operation's, and replica and disperse must show their fan-out. Then: a
+operation's, and replica and disperse must show their fan-out. Then: on
+the distribute volume, tests/mpi/nb_coll (non-blocking collectives completed
+four at a time by one MPI_Waitall): the same for its disk operations, and
+no call or disk operation unmatched in --stats; a
 plain process writing to the mount (recorded, no CallID); two users at once
 (root and nobody, bench_fuse_ops publishing CallIDs in each one's own
 registry): each user's requests carry that user's job and CallIDs (and
@@ -384,6 +387,28 @@ def check_posix_outside(bins, dep, vol, job):
           f"unmatched calls / disk operations {[outside[k] for k in keys]} as in the full trace")
 
 
+def check_nb_collectives(bins, dep, vol):
+    """tests/mpi/nb_coll: several non-blocking collectives completed by one
+    MPI_Waitall, whose I/O ROMIO does inside it: every disk read and write
+    names a call whose group covers it, and no call is left unmatched."""
+    job = f"gluster-nb-{os.getpid()}"
+    data = os.path.join(vol.mnt, "data-nb.bin")
+    open(data, "wb").close()  # direct I/O stays on (run_mix)
+    env = {"IOTRACE_AGENT": dep.endpoint, "IOTRACE_REGISTRY": dep.registry,
+           "IOTRACE_JOB_ID": job, "NB_COLL_NO_DIGEST": "1"}
+    res = mpirun(bins, NPROCS, [bins["nb_app"], data], env=env)
+    if res.returncode != 0 or "nb_coll ok" not in res.stdout:
+        fail(f"nb_coll failed ({res.returncode}): {res.stdout}{res.stderr}")
+    events = settled(dep, job, 1)
+    check_volume("distribute", events, job, data)
+    stats = job_stats(dep, job)
+    if stats["unmatched_calls"] or stats["unmatched_disk_ops"]:
+        fail(f"nb_coll: unmatched calls {stats['unmatched_calls']}, disk operations "
+             f"{stats['unmatched_disk_ops']}")
+    print("ok: non-blocking collectives completed together: every disk operation within its "
+          "call's group, no call or disk operation unmatched")
+
+
 def start_deployment(argv, *needed):
     """The programs and a running collector and agent, with a registry name of
     the test's own, for a test on volumes; exit 77 without root or FUSE."""
@@ -400,7 +425,7 @@ def start_deployment(argv, *needed):
 
 
 def main():
-    bins, dep = start_deployment(sys.argv[1:], "fuse_ops", "fops_tagged")
+    bins, dep = start_deployment(sys.argv[1:], "fuse_ops", "fops_tagged", "nb_app")
     try:
         for kind, bricks in (("distribute", 2), ("replica", 2), ("disperse", 3)):
             vol = Volume(bins, dep, kind, bricks)
@@ -418,6 +443,7 @@ def main():
                     check_untagged_writer(dep, vol)
                     check_users(bins, dep, vol)
                     check_posix_outside(bins, dep, vol, job)
+                    check_nb_collectives(bins, dep, vol)
                 if kind == "replica":
                     check_every_fop(bins, dep, vol)
             finally:

@@ -37,6 +37,7 @@ static int rank, nprocs;
 static MPI_Offset B;
 
 #include "check.h"
+#include "digest.h"
 
 static void fill(char *buf, MPI_Offset n, int seed)
 {
@@ -203,16 +204,8 @@ int main(int argc, char **argv)
      * from an MPI-IO call skip the digest's plain reads. */
     if (rank == 0 && !getenv("MPIIO_MIX_NO_DIGEST")) {
         /* A digest of the whole file with plain stdio. */
-        FILE *f = fopen(argv[1], "rb");
-        uint64_t h = 1469598103934665603ull;
-        long n = 0;
-        int c;
-        while (f && (c = getc(f)) != EOF) {
-            h = (h ^ (unsigned char)c) * 1099511628211ull;
-            n++;
-        }
-        if (f)
-            fclose(f);
+        long n;
+        uint64_t h = file_digest(argv[1], &n);
         printf("mpiio_mix: %d ranks, block %lld, file %lld bytes, digest %016llx\n", nprocs,
                (long long)B, (long long)size, (unsigned long long)h);
     }

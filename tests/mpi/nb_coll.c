@@ -13,7 +13,9 @@
  *   3. MPI_File_set_view (disp K R + r BLK, a filetype of BLK bytes every R),
  *      K x MPI_File_iwrite_all, MPI_Waitall, MPI_File_seek to 0,
  *      K x MPI_File_iread_all, MPI_Waitall (checked)
- * and open, close.  Rank 0 prints "nb_coll ok BYTES DIGEST" of the file. */
+ * and open, close.  Rank 0 prints "nb_coll ok BYTES DIGEST" of the file,
+ * or, with NB_COLL_NO_DIGEST set, "nb_coll ok" without reading it back (on
+ * a traced volume those reads would be disk operations of no call). */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,16 +27,8 @@
 
 static int rank, nprocs;
 
-static void check(int rc, const char *what)
-{
-    if (rc != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len;
-        MPI_Error_string(rc, msg, &len);
-        fprintf(stderr, "rank %d: %s failed: %s\n", rank, what, msg);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-}
+#include "check.h"
+#include "digest.h"
 
 static void fill(char *buf, int seed)
 {
@@ -128,17 +122,12 @@ int main(int argc, char **argv)
     MPI_Type_free(&block);
     check(MPI_File_close(&fh), "close");
 
-    if (rank == 0) { /* a digest of the whole file, to compare runs */
-        FILE *f = fopen(argv[1], "rb");
-        uint64_t h = 1469598103934665603ull, n = 0;
-        int c;
-        while (f && (c = getc(f)) != EOF) {
-            h = (h ^ (unsigned char)c) * 1099511628211ull;
-            n++;
-        }
-        if (f)
-            fclose(f);
-        printf("nb_coll ok %llu %016llx\n", (unsigned long long)n, (unsigned long long)h);
+    if (rank == 0 && getenv("NB_COLL_NO_DIGEST")) {
+        printf("nb_coll ok\n");
+    } else if (rank == 0) { /* a digest of the whole file, to compare runs */
+        long n;
+        uint64_t h = file_digest(argv[1], &n);
+        printf("nb_coll ok %ld %016llx\n", n, (unsigned long long)h);
     }
     MPI_Finalize();
     return 0;

@@ -25,16 +25,7 @@
 
 static int rank;
 
-static void check(int rc, const char *what)
-{
-    if (rc != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len;
-        MPI_Error_string(rc, msg, &len);
-        fprintf(stderr, "rank %d: %s failed: %s\n", rank, what, msg);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-}
+#include "check.h"
 
 static void ask_everything(MPI_File fh)
 {

@@ -105,6 +105,30 @@ static void out_flush(struct run *s)
 
 static void out(struct run *s, const char *text) { xp_buf_str(&s->out, text); }
 
+/* A name of the program's own tables, with its length: no strlen per slice. */
+struct name {
+    const char *text;
+    size_t len;
+};
+#define NAME(lit) ((struct name){"" lit, sizeof(lit) - 1})
+
+static void out_name(struct run *s, struct name n) { xp_buf_put(&s->out, n.text, n.len); }
+
+/* The function table's names, measured once. */
+static struct name func_name(unsigned func)
+{
+    static struct name cache[1024];
+    if (func >= sizeof cache / sizeof *cache) {
+        const char *t = iot_func_name(func);
+        return t && t[0] ? (struct name){t, strlen(t)} : NAME("unknown");
+    }
+    if (!cache[func].text) {
+        const char *t = iot_func_name(func);
+        cache[func] = t && t[0] ? (struct name){t, strlen(t)} : NAME("unknown");
+    }
+    return cache[func];
+}
+
 /* A literal: its length known when compiled. */
 #define OUT(s, lit) xp_buf_put(&(s)->out, "" lit, sizeof(lit) - 1)
 
@@ -409,9 +433,9 @@ static int in_window(const struct run *s, int64_t start, int64_t end)
     return seconds(s, end) >= s->o->from_s && seconds(s, start) <= s->o->to_s;
 }
 
-static const char *category(const struct xp_event *ev)
+static struct name category(const struct xp_event *ev)
 {
-    return ev->kind == XP_MPIIO ? "mpiio" : ev->kind == XP_POSIX ? "posix" : "disk";
+    return ev->kind == XP_MPIIO ? NAME("mpiio") : ev->kind == XP_POSIX ? NAME("posix") : NAME("disk");
 }
 
 static int write_slice(struct run *s, const struct xp_event *ev, uint32_t t)
@@ -419,18 +443,17 @@ static int write_slice(struct run *s, const struct xp_event *ev, uint32_t t)
     struct track *k = &s->tracks[t];
     if (!k->named)
         name_track(s, k);
-    const char *func = iot_func_name(ev->func);
     begin_event(s, "X", s->groups[k->group].pid, k->tid);
     OUT(s, ",\"ts\":");
     put_us(s, ev->t_start - s->origin);
     OUT(s, ",\"dur\":");
     put_us(s, ev->t_end > ev->t_start ? ev->t_end - ev->t_start : 0);
     OUT(s, ",\"cat\":\"");
-    out(s, category(ev));
+    out_name(s, category(ev));
     OUT(s, "\",\"name\":");
     /* The function table's names are plain ASCII: no escaping to do. */
     xp_buf_char(&s->out, '"');
-    out(s, func && func[0] ? func : "unknown");
+    out_name(s, func_name(ev->func));
     xp_buf_char(&s->out, '"');
     OUT(s, ",\"args\":");
     xp_rows_json_text(s->rows, &s->out, s->d, ev);
@@ -501,7 +524,7 @@ static int64_t inside(const struct xp_event *ev)
 }
 
 static void flow_end(struct run *s, const char *ph, uint32_t t, int64_t at, uint64_t id,
-                     const char *name)
+                     struct name name)
 {
     const struct track *k = &s->tracks[t];
     begin_event(s, ph, s->groups[k->group].pid, k->tid);
@@ -510,7 +533,7 @@ static void flow_end(struct run *s, const char *ph, uint32_t t, int64_t at, uint
     OUT(s, ",\"id\":");
     out_uint(s, id);
     OUT(s, ",\"cat\":\"flow\",\"name\":\"");
-    out(s, name);
+    out_name(s, name);
     OUT(s, "\"");
     out(s, ph[0] == 'f' ? ",\"bp\":\"e\"}" : "}");
 }
@@ -531,9 +554,9 @@ static int on_pair(void *ctx, const struct xp_event *call, uint32_t call_track,
     if (call_track == NONE || disk_track == NONE)
         return 0; /* outside the window */
     int kind = xp_func_direction(disk->func);
-    const char *name = kind == XP_DIR_READ    ? "Read Path"
-                       : kind == XP_DIR_WRITE ? "Write Path"
-                                              : "Other Path";
+    struct name name = kind == XP_DIR_READ    ? NAME("Read Path")
+                       : kind == XP_DIR_WRITE ? NAME("Write Path")
+                                              : NAME("Other Path");
     uint64_t id = ++s->r->flows;
     flow_end(s, "s", call_track, inside(call), id, name);
     flow_end(s, "f", disk_track, inside(disk), id, name);

@@ -1040,7 +1040,6 @@ static void *sender_main(void *arg)
     struct sched_param none = {0};
     if (iot_g.cfg.sender_policy != SCHED_OTHER)
         pthread_setschedparam(pthread_self(), iot_g.cfg.sender_policy, &none);
-    open_socket();
     if (s.conn_ok)
         atomic_store_explicit(&s.ready, 1, memory_order_release);
     /* Sweep when half a batch is waiting, a ring is filling up (a thread
@@ -1135,6 +1134,11 @@ void iot_sender_start(void)
      * the agent's socket while this thread writes on it). */
     sigset_t all, old;
     sigfillset(&all);
+    /* The connection is made here, on the thread that recorded first, not
+     * on the sender thread: a program that closes every descriptor (a
+     * daemon starting up) would otherwise race the sender thread's
+     * socket() for its low number before it moves out of the way. */
+    open_socket();
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int failed = alloc_columns(iot_g.cfg.batch_events) != 0 ||
                  pthread_create(&s.thread, NULL, sender_main, NULL) != 0;

@@ -167,14 +167,26 @@ int iot_zpush_connect(struct iot_zpush *z)
         errno = e;
         return -1;
     }
+    /* Another thread of the program may close every descriptor meanwhile
+     * (a daemon's loop) and open its own under the same number: the low
+     * number is closed only while it is still this socket, and the high
+     * one kept only if it is a socket connected to the agent. */
     int high = dup_above(fd, iot_zpush_low_fd());
+    struct stat st, low_st;
     if (high >= 0) {
-        close_fd(fd);
+        if (fstat(high, &st) == 0 && fstat(fd, &low_st) == 0 && st.st_ino == low_st.st_ino &&
+            st.st_dev == low_st.st_dev)
+            close_fd(fd);
         fd = high;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        close_fd(fd);
+    struct sockaddr_un peer;
+    socklen_t peer_len = sizeof peer;
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+        getpeername(fd, (struct sockaddr *)&peer, &peer_len) != 0 ||
+        peer.sun_family != AF_UNIX) {
+        if (fd == high)
+            close_fd(fd);
+        errno = EBADF;
         return -1;
     }
     z->ino = st.st_ino;

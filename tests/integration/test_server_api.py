@@ -73,9 +73,11 @@ def main():
         assert len({e["tid"] for e in disk}) == 2, "two serving threads expected"
         print(f"ok: {N} disk operations from 2 threads, {JOBS} jobs, all exported exactly")
 
-        # Buffers far too small: the server is never held up; what does not
-        # fit is dropped, counted, and the count reaches the collector.
+        # Buffers far too small, and no full buffer handed over whole
+        # (IOTRACE_OVERFLOW_MB=0): the server is never held up; what does
+        # not fit is dropped, counted, and the count reaches the collector.
         env["IOTRACE_BUFFER_EVENTS"] = "64"
+        env["IOTRACE_OVERFLOW_MB"] = "0"
         res = subprocess.run([bins["server_demo"], "small:/store", str(N), str(JOBS)], env=env,
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res
@@ -89,7 +91,16 @@ def main():
             lost = sum(e["dropped"] for e in mine if e["kind"] == "drop")
             return got == recorded and lost == dropped
 
-        dep.wait_for(complete)
+        try:
+            dep.wait_for(complete)
+        except AssertionError:
+            ev = dep.export()
+            mine = [e for e in ev if e.get("server") == "small:/store" or
+                    (e["kind"] == "drop" and e["pid"] not in {d["pid"] for d in disk})]
+            raise AssertionError(
+                f"stored {sum(e['kind'] == 'disk' for e in mine)} of {recorded} recorded, "
+                f"{sum(e['dropped'] for e in mine if e['kind'] == 'drop')} counted as dropped of "
+                f"{dropped}: " + str(sorted({(e['reason'], e['pid']) for e in mine if e['kind'] == 'drop'})))
         print(f"ok: with 64-slot buffers {recorded} recorded, {dropped} dropped and reported")
 
         # IOTRACE_ANONYMIZE applies to a server's object names as to the ranks' paths.

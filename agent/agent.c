@@ -355,6 +355,18 @@ static int start(struct agent *a)
         iot_warn("no --state-dir: batches not yet acknowledged are held in memory only and "
                  "lost if the agent is killed");
     }
+    char box[4096];
+    if (!a->cfg.dropbox[0])
+        dropbox_default_path(a->cfg.listen, box, sizeof box);
+    else
+        snprintf(box, sizeof box, "%s", strcmp(a->cfg.dropbox, "none") ? a->cfg.dropbox : "");
+    /* Made before the socket is bound: a process that finds the socket may
+     * count on the drop box beside it, and so may whoever takes the socket's
+     * appearance for the agent being up. Not fatal: without it only the
+     * counts of a process's last, unsendable batches are lost, as they were
+     * before there was one. */
+    if (dropbox_open(&a->dropbox, box) < 0)
+        iot_warn("running without a drop box");
     if (intake_open(&a->intake, a->zctx, a->cfg.listen, a->cfg.node, a->socket_mode) < 0)
         return -1;
     /* A share as large as the whole store is no share: back-pressure, as
@@ -368,15 +380,6 @@ static int start(struct agent *a)
     if (a->intake.max_user_bytes)
         a->intake.tally.max_user_bytes = a->intake.tally.max_bytes / 8;
     a->intake_open = 1;
-    char box[4096];
-    if (!a->cfg.dropbox[0])
-        dropbox_default_path(a->cfg.listen, box, sizeof box);
-    else
-        snprintf(box, sizeof box, "%s", strcmp(a->cfg.dropbox, "none") ? a->cfg.dropbox : "");
-    /* Not fatal: without it only the counts of a process's last, unsendable
-     * batches are lost, as they were before there was one. */
-    if (dropbox_open(&a->dropbox, box) < 0)
-        iot_warn("running without a drop box");
     /* What processes left while no agent ran goes first. */
     dropbox_scan(&a->dropbox, 0, &a->intake, &a->spool, &a->stats);
     char err[512];

@@ -112,37 +112,25 @@ struct name {
 };
 #define NAME(lit) ((struct name){"" lit, sizeof(lit) - 1})
 
-static void out_name(struct run *s, struct name n) { xp_buf_put(&s->out, n.text, n.len); }
-
-/* The function table's names, measured once. */
 static struct name func_name(unsigned func)
 {
-    static struct name cache[1024];
-    if (func >= sizeof cache / sizeof *cache) {
-        const char *t = iot_func_name(func);
-        return t && t[0] ? (struct name){t, strlen(t)} : NAME("unknown");
-    }
-    if (!cache[func].text) {
-        const char *t = iot_func_name(func);
-        cache[func] = t && t[0] ? (struct name){t, strlen(t)} : NAME("unknown");
-    }
-    return cache[func];
+    struct name n;
+    n.text = xp_func_name(func, &n.len);
+    return n.text && n.len ? n : NAME("unknown");
 }
 
 /* A literal: its length known when compiled. */
 #define OUT(s, lit) xp_buf_put(&(s)->out, "" lit, sizeof(lit) - 1)
 
-static void out_uint(struct run *s, uint64_t v) { xp_buf_int(&s->out, (int64_t)v); }
-
 /* Microseconds with the nanoseconds as three decimals: exact in both
  * viewers (Perfetto rounds ts * 1000 to the nearest integer). */
-static void put_us(struct run *s, int64_t ns)
+static char *put_us(char *p, int64_t ns)
 {
     if (ns < 0) {
-        xp_buf_char(&s->out, '-');
+        *p++ = '-';
         ns = -ns;
     }
-    xp_buf_us(&s->out, ns);
+    return xp_put_us(p, ns);
 }
 
 /* Names come from the store: not necessarily UTF-8 (as iot_json_text). */
@@ -156,29 +144,50 @@ static void put_json(struct run *s, json_t *v)
     json_decref(v);
 }
 
-static void begin_event(struct run *s, const char *ph, uint32_t pid, uint32_t tid)
+/* A literal at p, its length known when compiled. */
+#define PUT(p, lit) (memcpy((p), "" lit, sizeof(lit) - 1), (p) += sizeof(lit) - 1)
+
+/* An event's envelope (everything but its args and the strings of its own
+ * tables) at its longest: the literals and a dozen integers of 20 digits. */
+#define ENVELOPE 512
+
+/* Room for an event of at most ENVELOPE + extra bytes besides its args,
+ * its start (ph, pid, tid) written: the envelope goes into the buffer in
+ * one reservation, not a dozen appends that each check for room. NULL
+ * without memory (the buffer counts it as failed). */
+static char *begin_event(struct run *s, char ph, uint32_t pid, uint32_t tid, size_t extra)
 {
     if (s->out.len >= (1u << 20))
         out_flush(s);
-    out(s, s->any_written ? ",\n{\"ph\":\"" : "\n{\"ph\":\"");
+    char *p = xp_buf_reserve(&s->out, ENVELOPE + extra);
+    if (!p)
+        return NULL;
+    if (s->any_written)
+        *p++ = ',';
     s->any_written = 1;
-    out(s, ph);
-    OUT(s, "\",\"pid\":");
-    out_uint(s, pid);
-    OUT(s, ",\"tid\":");
-    out_uint(s, tid);
+    PUT(p, "\n{\"ph\":\"");
+    *p++ = ph;
+    PUT(p, "\",\"pid\":");
+    p = xp_put_int(p, pid);
+    PUT(p, ",\"tid\":");
+    return xp_put_int(p, tid);
 }
 
 static void metadata(struct run *s, const char *what, uint32_t pid, uint32_t tid, const char *name,
                      long sort_index)
 {
-    begin_event(s, "M", pid, tid);
+    char *p = begin_event(s, 'M', pid, tid, 0);
+    if (!p)
+        return;
+    xp_buf_commit(&s->out, p);
     OUT(s, ",\"name\":\"");
     out(s, what);
     OUT(s, "_name\",\"args\":{\"name\":");
     put_text(s, name);
     OUT(s, "}}");
-    begin_event(s, "M", pid, tid);
+    if (!(p = begin_event(s, 'M', pid, tid, 0)))
+        return;
+    xp_buf_commit(&s->out, p);
     OUT(s, ",\"name\":\"");
     out(s, what);
     OUT(s, "_sort_index\",\"args\":{\"sort_index\":");
@@ -443,19 +452,23 @@ static int write_slice(struct run *s, const struct xp_event *ev, uint32_t t)
     struct track *k = &s->tracks[t];
     if (!k->named)
         name_track(s, k);
-    begin_event(s, "X", s->groups[k->group].pid, k->tid);
-    OUT(s, ",\"ts\":");
-    put_us(s, ev->t_start - s->origin);
-    OUT(s, ",\"dur\":");
-    put_us(s, ev->t_end > ev->t_start ? ev->t_end - ev->t_start : 0);
-    OUT(s, ",\"cat\":\"");
-    out_name(s, category(ev));
-    OUT(s, "\",\"name\":");
+    struct name func = func_name(ev->func), cat = category(ev);
+    char *p = begin_event(s, 'X', s->groups[k->group].pid, k->tid, func.len);
+    if (!p)
+        return 0; /* the buffer counts it: the run fails at the next write */
+    PUT(p, ",\"ts\":");
+    p = put_us(p, ev->t_start - s->origin);
+    PUT(p, ",\"dur\":");
+    p = put_us(p, ev->t_end > ev->t_start ? ev->t_end - ev->t_start : 0);
+    PUT(p, ",\"cat\":\"");
+    memcpy(p, cat.text, cat.len);
+    p += cat.len;
     /* The function table's names are plain ASCII: no escaping to do. */
-    xp_buf_char(&s->out, '"');
-    out_name(s, func_name(ev->func));
-    xp_buf_char(&s->out, '"');
-    OUT(s, ",\"args\":");
+    PUT(p, "\",\"name\":\"");
+    memcpy(p, func.text, func.len);
+    p += func.len;
+    PUT(p, "\",\"args\":");
+    xp_buf_commit(&s->out, p);
     xp_rows_json_text(s->rows, &s->out, s->d, ev);
     xp_buf_char(&s->out, '}');
     s->r->slices++;
@@ -478,14 +491,21 @@ static int write_drop(struct run *s, const struct xp_event *ev)
     struct track *k = &s->tracks[t];
     if (!k->named)
         name_track(s, k);
-    begin_event(s, "i", s->groups[k->group].pid, k->tid);
-    OUT(s, ",\"s\":\"t\",\"ts\":");
-    put_us(s, ev->t_start - s->origin);
-    OUT(s, ",\"cat\":\"drop\",\"name\":\"lost ");
-    out_uint(s, ev->bytes);
-    out(s, ev->bytes == 1 ? " event (" : " events (");
-    out(s, reason);
-    OUT(s, ")\",\"args\":");
+    /* (the reasons' names are the program's own: plain ASCII) */
+    char *p = begin_event(s, 'i', s->groups[k->group].pid, k->tid, strlen(reason));
+    if (!p)
+        return 0;
+    PUT(p, ",\"s\":\"t\",\"ts\":");
+    p = put_us(p, ev->t_start - s->origin);
+    PUT(p, ",\"cat\":\"drop\",\"name\":\"lost ");
+    p = xp_put_int(p, (int64_t)ev->bytes);
+    if (ev->bytes == 1)
+        PUT(p, " event (");
+    else
+        PUT(p, " events (");
+    p = stpcpy(p, reason);
+    PUT(p, ")\",\"args\":");
+    xp_buf_commit(&s->out, p);
     xp_rows_json_text(s->rows, &s->out, s->d, ev);
     xp_buf_char(&s->out, '}');
     s->r->instants++;
@@ -523,19 +543,25 @@ static int64_t inside(const struct xp_event *ev)
     return ev->t_end - ev->t_start >= 2 ? ev->t_start + 1 : ev->t_start;
 }
 
-static void flow_end(struct run *s, const char *ph, uint32_t t, int64_t at, uint64_t id,
+static void flow_end(struct run *s, char ph, uint32_t t, int64_t at, uint64_t id,
                      struct name name)
 {
     const struct track *k = &s->tracks[t];
-    begin_event(s, ph, s->groups[k->group].pid, k->tid);
-    OUT(s, ",\"ts\":");
-    put_us(s, at - s->origin);
-    OUT(s, ",\"id\":");
-    out_uint(s, id);
-    OUT(s, ",\"cat\":\"flow\",\"name\":\"");
-    out_name(s, name);
-    OUT(s, "\"");
-    out(s, ph[0] == 'f' ? ",\"bp\":\"e\"}" : "}");
+    char *p = begin_event(s, ph, s->groups[k->group].pid, k->tid, name.len);
+    if (!p)
+        return;
+    PUT(p, ",\"ts\":");
+    p = put_us(p, at - s->origin);
+    PUT(p, ",\"id\":");
+    p = xp_put_int(p, (int64_t)id);
+    PUT(p, ",\"cat\":\"flow\",\"name\":\"");
+    memcpy(p, name.text, name.len);
+    p += name.len;
+    if (ph == 'f')
+        PUT(p, "\",\"bp\":\"e\"}");
+    else
+        PUT(p, "\"}");
+    xp_buf_commit(&s->out, p);
 }
 
 /* Flows are the v1 pair "s" (binds to the enclosing slice) and "f" with
@@ -558,8 +584,8 @@ static int on_pair(void *ctx, const struct xp_event *call, uint32_t call_track,
                        : kind == XP_DIR_WRITE ? NAME("Write Path")
                                               : NAME("Other Path");
     uint64_t id = ++s->r->flows;
-    flow_end(s, "s", call_track, inside(call), id, name);
-    flow_end(s, "f", disk_track, inside(disk), id, name);
+    flow_end(s, 's', call_track, inside(call), id, name);
+    flow_end(s, 'f', disk_track, inside(disk), id, name);
     return 0;
 }
 

@@ -26,7 +26,7 @@ char *xp_buf_grow(struct xp_buf *b, size_t more)
     return p + b->len;
 }
 
-void xp_hex(char *out, uint64_t v)
+size_t xp_hex(char *out, uint64_t v)
 {
     char tmp[16], *q = tmp + sizeof tmp;
     do {
@@ -38,6 +38,7 @@ void xp_hex(char *out, uint64_t v)
     out[1] = 'x';
     memcpy(out + 2, q, n);
     out[2 + n] = '\0';
+    return 2 + n;
 }
 
 /* Two digits at a time: the timestamps have 19. */
@@ -55,37 +56,30 @@ static inline __attribute__((always_inline)) void put8(char *p, uint32_t v)
     memcpy(p + 6, pairs + 2 * (lo % 100), 2);
 }
 
-/* v < 10^8 without leading zeros: two digits at a time, from the end. */
+/* v < 10^8 without leading zeros: two digits at a time, from the end of
+ * a scratch of 16, then 8 bytes copied whatever the length (one move; the
+ * caller's room is at least 20): no count of the digits first. */
 static inline __attribute__((always_inline)) char *put_small(char *p, uint32_t v)
 {
-    unsigned n = v < 10 ? 1 : v < 100 ? 2 : v < 1000 ? 3 : v < 10000 ? 4 : v < 100000 ? 5
-               : v < 1000000 ? 6 : v < 10000000 ? 7 : 8;
-    char *q = p + n;
+    char tmp[16], *q = tmp + 8;
     while (v >= 100) {
         uint32_t k = (v % 100) * 2;
         v /= 100;
         q -= 2;
         memcpy(q, pairs + k, 2);
     }
-    if (v >= 10)
-        memcpy(q - 2, pairs + 2 * v, 2);
-    else
-        q[-1] = (char)('0' + v);
-    return p + n;
+    if (v >= 10) {
+        q -= 2;
+        memcpy(q, pairs + 2 * v, 2);
+    } else {
+        *--q = (char)('0' + v);
+    }
+    memcpy(p, q, 8);
+    return p + (tmp + 8 - q);
 }
 
-char *xp_put_int(char *p, int64_t v)
+char *xp_put_int_long(char *p, int64_t v)
 {
-    /* Most of a row's integers are -1 to 9 (ranks, sentinels, results). */
-    if (v >= -1 && v <= 9) {
-        if (v < 0) {
-            p[0] = '-';
-            p[1] = '1';
-            return p + 2;
-        }
-        *p = (char)('0' + v);
-        return p + 1;
-    }
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v; /* INT64_MIN too */
     if (v < 0)
         *p++ = '-';
@@ -232,18 +226,14 @@ void xp_buf_int(struct xp_buf *b, int64_t v)
         xp_buf_commit(b, xp_put_int(p, v));
 }
 
-void xp_buf_us(struct xp_buf *b, int64_t ns)
+char *xp_put_us(char *p, int64_t ns)
 {
-    char *p = xp_buf_reserve(b, 48);
-    if (!p)
-        return;
-    int64_t rest = ns % 1000;
+    uint32_t rest = (uint32_t)(ns % 1000);
     p = xp_put_int(p, ns / 1000);
     *p++ = '.';
-    p[0] = (char)('0' + rest / 100);
-    p[1] = (char)('0' + rest / 10 % 10);
-    p[2] = (char)('0' + rest % 10);
-    xp_buf_commit(b, p + 3);
+    *p++ = (char)('0' + rest / 100);
+    memcpy(p, pairs + 2 * (rest % 100), 2);
+    return p + 2;
 }
 
 void xp_buf_json_string(struct xp_buf *b, const char *s)

@@ -27,8 +27,23 @@ static inline char *xp_buf_reserve(struct xp_buf *b, size_t n)
 static inline void xp_buf_commit(struct xp_buf *b, char *end) { b->len = (size_t)(end - b->p); }
 
 /* Writers into reserved room; each returns the end of what it wrote. */
-/* An integer, as "%lld" prints it: at most 20 bytes. */
-char *xp_put_int(char *p, int64_t v);
+/* An integer, as "%lld" prints it: at most 20 bytes.  Inline for the
+ * integers most of a row's are, -1 to 9 (ranks, sentinels, results): a
+ * row has a dozen. */
+char *xp_put_int_long(char *p, int64_t v);
+static inline char *xp_put_int(char *p, int64_t v)
+{
+    if (v >= -1 && v <= 9) {
+        if (v < 0) {
+            p[0] = '-';
+            p[1] = '1';
+            return p + 2;
+        }
+        *p = (char)('0' + v);
+        return p + 1;
+    }
+    return xp_put_int_long(p, v);
+}
 /* A JSON string of n bytes, quoted and escaped as jansson dumps it; text
  * that is not valid UTF-8 has its bytes at or above 0x80 (and controls)
  * replaced by '?', as iot_json_text does.  At most 6 n + 2 bytes. */
@@ -40,8 +55,13 @@ int xp_json_plain(const char *s, size_t n);
  * quote or a line break.  At most 2 n + 2 bytes. */
 char *xp_put_csv_field(char *p, const char *s, size_t n);
 
-/* "0x%llx" of v into out (at least 19 bytes), NUL-terminated. */
-void xp_hex(char *out, uint64_t v);
+/* "%lld.%03lld" of ns / 1000 and ns % 1000, ns >= 0: microseconds with
+ * three decimals of ns ("12.345"), as the Chrome trace wants them.  At
+ * most 24 bytes. */
+char *xp_put_us(char *p, int64_t ns);
+
+/* "0x%llx" of v into out (at least 19 bytes), NUL-terminated; its length. */
+size_t xp_hex(char *out, uint64_t v);
 
 /* The same, appended to a buffer.  Inline: the Chrome trace's envelope
  * of a slice is a dozen of these, most of them literals. */
@@ -56,9 +76,6 @@ static inline void xp_buf_put(struct xp_buf *b, const char *s, size_t n)
 void xp_buf_str(struct xp_buf *b, const char *s);
 void xp_buf_char(struct xp_buf *b, char c);
 void xp_buf_int(struct xp_buf *b, int64_t v);
-/* Microseconds with three decimals of ns ("12.345"), as the Chrome trace
- * wants them: "%lld.%03lld" of ns / 1000 and ns % 1000, ns >= 0. */
-void xp_buf_us(struct xp_buf *b, int64_t ns);
 void xp_buf_json_string(struct xp_buf *b, const char *s);
 void xp_buf_csv_field(struct xp_buf *b, const char *s);
 /* Writes the buffer out and empties it; -1 when it could not (or when

@@ -62,15 +62,23 @@ static const struct column columns[N_COLS] = {
 #undef X
 };
 
-static const char *const kind_names[] = {"mpiio", "posix", "disk", "drop"};
+/* A text of the program's own, plain ASCII, its length known. */
+struct own {
+    const char *s;
+    size_t len;
+};
+#define OWN(lit) ((struct own){"" lit, sizeof(lit) - 1})
+
+static const struct own kind_names[] = {OWN("mpiio"), OWN("posix"), OWN("disk"), OWN("drop")};
 const char *const xp_drop_reasons[XP_DROP_REASONS] = {
     "buffer_full", "send_failed", "internal", "unreadable", "lost", "agent_full", "over_quota"};
 
 struct value {
     const char *s; /* COL_STR; NULL: none */
     int64_t i;     /* COL_INT */
-    size_t len;    /* of s, set by measure() */
+    size_t len;    /* of s, set by measure() unless known */
     unsigned char json_plain, csv_plain; /* s is written as it is (measure()) */
+    unsigned char known; /* the program's own text: len set, plain */
 };
 
 /* Whether the strings of the interned tables (nodes, jobs, files, servers)
@@ -94,25 +102,47 @@ struct xp_rows {
 /* Rows go out in writes of about this much. */
 #define ROWS_FLUSH_AT (1u << 20)
 
-static const char *role_of(const struct xp_event *ev)
+const char *xp_func_name(unsigned func, size_t *len)
+{
+    static struct own cache[1024];
+    if (func < sizeof cache / sizeof *cache && cache[func].s) {
+        *len = cache[func].len;
+        return cache[func].s;
+    }
+    const char *t = iot_func_name(func);
+    struct own n = {t, t ? strlen(t) : 0};
+    if (t && func < sizeof cache / sizeof *cache)
+        cache[func] = n;
+    *len = n.len;
+    return n.s;
+}
+
+static struct own role_of(const struct xp_event *ev)
 {
     switch (ev->kind) {
-    case XP_DISK: return "op";
-    case XP_DROP: return "drop";
+    case XP_DISK: return OWN("op");
+    case XP_DROP: return OWN("drop");
     case XP_MPIIO: break;
-    default: return "call";
+    default: return OWN("call");
     }
     if (ev->func == IOT_F_MPIIO_MPI_File_set_view)
-        return "view";
+        return OWN("view");
     if (ev->func == IOT_F_MPIIO_MPI_Barrier || ev->func == IOT_F_MPIIO_MPI_Send ||
         ev->func == IOT_F_MPIIO_MPI_Recv || ev->func == IOT_F_MPIIO_MPI_Isend ||
         ev->func == IOT_F_MPIIO_MPI_Irecv)
-        return "sync";
+        return OWN("sync");
     if (!iot_match_is_completion(ev->func))
-        return "call";
+        return OWN("call");
     const char *name = iot_func_name(ev->func);
     size_t n = name ? strlen(name) : 0;
-    return n > 4 && strcmp(name + n - 4, "_end") == 0 ? "end" : "completion";
+    return n > 4 && strcmp(name + n - 4, "_end") == 0 ? OWN("end") : OWN("completion");
+}
+
+static void set_own(struct value *v, const char *s, size_t len)
+{
+    v->s = s;
+    v->len = len;
+    v->json_plain = v->csv_plain = v->known = 1;
 }
 
 static void row_values(struct xp_rows *w, const struct xp_data *d, const struct xp_event *ev,
@@ -121,8 +151,9 @@ static void row_values(struct xp_rows *w, const struct xp_data *d, const struct 
     const struct xp_producer *p = &d->producers[ev->producer];
     int drop = ev->kind == XP_DROP;
     memset(v, 0, N_COLS * sizeof *v);
-    v[COL_kind].s = kind_names[ev->kind];
-    v[COL_role].s = role_of(ev);
+    set_own(&v[COL_kind], kind_names[ev->kind].s, kind_names[ev->kind].len);
+    struct own role = role_of(ev);
+    set_own(&v[COL_role], role.s, role.len);
     v[COL_job].s = ev->job ? xp_string(&d->jobs, ev->job) : NULL;
     v[COL_node].s = xp_string(&d->nodes, p->node);
     v[COL_mpi_rank].i = p->kind == IOTRACE__PRODUCER_KIND__PRODUCER_CLIENT && p->rank >= 0 &&
@@ -140,22 +171,22 @@ static void row_values(struct xp_rows *w, const struct xp_data *d, const struct 
         if (ev->func < XP_DROP_REASONS) {
             v[COL_reason].s = xp_drop_reasons[ev->func];
         } else {
-            snprintf(w->reason, sizeof w->reason, "%u", ev->func);
-            v[COL_reason].s = w->reason;
+            int len = snprintf(w->reason, sizeof w->reason, "%u", ev->func);
+            set_own(&v[COL_reason], w->reason, (size_t)len);
         }
         v[COL_dropped].i = (int64_t)ev->bytes;
         return;
     }
-    const char *name = iot_func_name(ev->func);
-    if (!name) {
-        snprintf(w->func, sizeof w->func, "%u", ev->func);
-        name = w->func;
+    size_t len;
+    const char *name = xp_func_name(ev->func, &len);
+    if (name) {
+        set_own(&v[COL_func], name, len);
+    } else {
+        int n = snprintf(w->func, sizeof w->func, "%u", ev->func);
+        set_own(&v[COL_func], w->func, (size_t)n);
     }
-    v[COL_func].s = name;
-    if (ev->callid || ev->kind == XP_MPIIO) {
-        xp_hex(w->callid, ev->callid); /* "0x%llx", without printf's cost per row */
-        v[COL_callid].s = w->callid;
-    }
+    if (ev->callid || ev->kind == XP_MPIIO) /* "0x%llx", without printf's cost per row */
+        set_own(&v[COL_callid], w->callid, xp_hex(w->callid, ev->callid));
     v[COL_file].s = ev->file ? xp_file_path(d, ev->producer, ev->file) : NULL;
     v[COL_offset].i = xp_event_offset(ev);
     v[COL_mpi_info].s = xp_event_info(d, ev);
@@ -200,28 +231,32 @@ static const struct plain_entry *plain_of(struct plain_entry *cache, const char 
     return e;
 }
 
-/* Every string's length, and whether it goes out as it is: the strings of
- * the stored tables (nodes, jobs, files, servers) and the program's own
- * names through the cache; the row's scratch texts (CallID, a function or
- * reason number) each time, since their addresses are reused. */
+/* One string column's length, and whether it goes out as it is: the
+ * strings of the stored tables (nodes, jobs, files, servers) through the
+ * cache; the program's own texts (kind, role, function, CallID) were
+ * measured where they were set. */
+static inline __attribute__((always_inline)) size_t measure_col(struct plain_entry *cache,
+                                                                struct value *v)
+{
+    if (!v->s || v->known)
+        return v->len;
+    const struct plain_entry *e = plain_of(cache, v->s);
+    v->len = e->len;
+    v->json_plain = e->json_plain;
+    v->csv_plain = e->csv_plain;
+    return e->len;
+}
+
+/* The string columns alone, the table unrolled: no test per integer. */
+#define MEASURE_COL_INT(c)
+#define MEASURE_COL_STR(c) strings += measure_col(w->plain, &v[COL_##c]);
+#define MEASURE(name, type, values, meaning) MEASURE_##type(name)
+
+/* The sum of a row's string lengths. */
 static size_t measure(struct xp_rows *w, struct value *v)
 {
     size_t strings = 0;
-    for (int c = 0; c < N_COLS; c++) {
-        const char *str = v[c].s;
-        if (columns[c].type != COL_STR || !str)
-            continue;
-        if (str == w->callid || str == w->func || str == w->reason) {
-            v[c].len = strlen(str);
-            v[c].json_plain = v[c].csv_plain = 1;
-        } else {
-            const struct plain_entry *e = plain_of(w->plain, str);
-            v[c].len = e->len;
-            v[c].json_plain = e->json_plain;
-            v[c].csv_plain = e->csv_plain;
-        }
-        strings += v[c].len;
-    }
+    XP_COLUMNS(MEASURE)
     return strings;
 }
 
@@ -231,7 +266,7 @@ static size_t measure(struct xp_rows *w, struct value *v)
 static const size_t row_fixed = 8 XP_COLUMNS(X);
 #undef X
 
-static char *put_json_value(char *p, const struct value *v)
+static inline __attribute__((always_inline)) char *put_json_value(char *p, const struct value *v)
 {
     if (!v->s) {
         memcpy(p, "null", 4);

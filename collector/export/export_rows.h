@@ -36,6 +36,10 @@ struct xp_buf;
 void xp_rows_json_text(struct xp_rows *w, struct xp_buf *b, const struct xp_data *d,
                        const struct xp_event *ev);
 
+/* iot_func_name(func), its length measured once; NULL for a number the
+ * table does not have. */
+const char *xp_func_name(unsigned func, size_t *len);
+
 /* The JSON Schema (2020-12) of one JSON Lines row, ending in a newline. */
 int xp_rows_schema(FILE *out);
 

@@ -88,13 +88,10 @@ static void check_int(int64_t v)
     if (strcmp(got, want))
         fail_msg("%s written as %s", want, got);
     if (v >= 0) {
-        struct xp_buf b = {0};
-        xp_buf_us(&b, v);
-        xp_buf_char(&b, '\0');
+        *xp_put_us(got, v) = '\0';
         snprintf(want, sizeof want, "%lld.%03lld", (long long)(v / 1000), (long long)(v % 1000));
-        if (strcmp(b.p, want))
-            fail_msg("%" PRId64 " ns written as %s us, not %s", v, b.p, want);
-        xp_buf_free(&b);
+        if (strcmp(got, want))
+            fail_msg("%" PRId64 " ns written as %s us, not %s", v, got, want);
     }
     char hex[24];
     xp_hex(hex, (uint64_t)v);

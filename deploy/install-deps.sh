@@ -3,7 +3,7 @@
 set -eu
 PACKAGES="build-essential cmake pkg-config python3 mpich libmpich-dev libzmq3-dev libsodium-dev
 libprotobuf-c-dev protobuf-c-compiler liblz4-dev zlib1g-dev libdeflate-dev libjansson-dev libcmocka-dev
-glusterfs-server glusterfs-client libglusterfs-dev liburcu-dev fuse3 faketime libfaketime
+glusterfs-server glusterfs-client libglusterfs-dev libgfapi0 liburcu-dev fuse3 faketime libfaketime
 libmicrohttpd-dev libcrypt-dev libjs-chart.js chromium chromium-driver python3-selenium python3-jsonschema prometheus curl openssl
 clang libclang-rt-14-dev systemd groff-base dpkg-dev gcovr
 systemd-container debootstrap python3-pandas python3-jsonschema lintian valgrind"

@@ -7,6 +7,9 @@
  * path inside the brick, as an iot_server_object id kept in the inode's
  * context), offset, length, result (op_ret, or -op_errno), and the job and
  * CallID that iotrace-client put into xdata (none: NULL/0, still recorded).
+ * Those tags are believed only from a client run by root (tag_trust.h): the
+ * rest are recorded as the job "JOB~unverified" of no real user, so that no
+ * client of an ordinary user can put operations into another user's job.
  * The library takes the serving thread's id itself: posix runs the fop
  * synchronously in the thread that wound it (an io-threads worker), and
  * the callback comes back on that thread.
@@ -15,11 +18,14 @@
  * started the translator says so once and passes everything through.  With
  * the log level at DEBUG it logs every operation it records. */
 #include "xlator_common.h"
+#include "tag_trust.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <glusterfs/common-utils.h>
@@ -40,18 +46,23 @@ struct iots_priv {
     struct iotrace_xl_conf conf;
     char *server;    /* identity: "<host>:<brick directory>" */
     iot_server *srv; /* NULL: recording is off, fops pass through */
+    unsigned privileged_ports;       /* a peer port below it is root's */
+    atomic_uint_fast64_t unverified; /* operations whose tags were not believed */
+    _Atomic int64_t next_warning;    /* CLOCK_MONOTONIC second of the next log line */
 };
 
 #define IOTS_JOB_MAX 127
 #define IOTS_UID_NONE UINT32_MAX
+#define IOTS_WARN_EVERY 60 /* seconds between two lines about unverified tags */
 
 /* Per operation in flight, from this->local_pool, in frame->local. */
 struct iots_local {
     struct iot_disk_op op;
     struct iot_disk_info info;
     inode_t *stale; /* rename, unlink, rmdir: forget this inode's object once done */
-    uint32_t uid;   /* the tag's iotrace.uid; IOTS_UID_NONE when it named none */
+    uint32_t uid;   /* whose the job is (iots_read_tag); IOTS_UID_NONE: not known */
     char job[IOTS_JOB_MAX + 1];
+    int unverified; /* tagged by a client not run by root */
 };
 
 static const char *kind_name(enum iot_disk_kind k)
@@ -137,6 +148,80 @@ static dict_t *iots_strip(dict_t *xdata)
     return x;
 }
 
+/* Says, at most once a minute, that a client's tags were not believed, and
+ * how many operations that has been so far. */
+static void iots_warn_unverified(xlator_t *this, struct iots_priv *p, const call_stack_t *root,
+                                 const char *job, const char *recorded, uint32_t uid, uint64_t n)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    int64_t due = atomic_load_explicit(&p->next_warning, memory_order_relaxed);
+    if (ts.tv_sec < due || !atomic_compare_exchange_strong(&p->next_warning, &due,
+                                                           (int64_t)ts.tv_sec + IOTS_WARN_EVERY))
+        return;
+    char claimed[16] = "-";
+    if (uid != IOTS_UID_NONE)
+        snprintf(claimed, sizeof claimed, "%" PRIu32, uid);
+    gf_log(this->name, GF_LOG_WARNING,
+           "iotrace tags from %s not trusted (not from a port below %u, so not from a client "
+           "run by root): job %s iotrace.uid %s of a request of uid %u recorded as job %s of "
+           "uid %u, no real user; %" PRIu64 " operations so far",
+           root->identifier[0] ? root->identifier : "a client without an address",
+           p->privileged_ports, job ? job : "-", claimed, (unsigned)root->uid,
+           recorded ? recorded : "-", IOTRACE_UID_UNVERIFIED, n);
+}
+
+/* Job, CallID and user of the tag the request carries, into l. From a
+ * client run by root they are taken as they come: its iotrace-client took
+ * the uid from the caller's credentials (the brick's own copy of them may
+ * have been squashed since) and job and CallID from that user's registry.
+ * From anyone else the job becomes "JOB~unverified", given to a uid no
+ * account has (IOTRACE_UID_UNVERIFIED), so readers never count the operation
+ * in the job it names nor in a job a real user named "JOB~unverified". */
+static void iots_read_tag(xlator_t *this, struct iots_priv *p, const call_stack_t *root,
+                          dict_t *xdata, struct iots_local *l)
+{
+    l->uid = IOTS_UID_NONE;
+    if (!xdata)
+        return;
+    char *job = NULL;
+    uint64_t callid = 0;
+    uint32_t uid;
+    int tagged = 0;
+    if (dict_get_str(xdata, IOTRACE_XDATA_JOB, &job) == 0 && job && job[0])
+        tagged = 1;
+    else
+        job = NULL;
+    if (dict_get_uint64(xdata, IOTRACE_XDATA_CALLID, &callid) == 0) {
+        l->info.callid = callid;
+        tagged = 1;
+    }
+    if (dict_get_uint32(xdata, IOTRACE_XDATA_UID, &uid) == 0) {
+        l->uid = uid;
+        tagged = 1;
+    }
+    if (!tagged)
+        return;
+    if (iotrace_peer_privileged(root->identifier, p->privileged_ports)) {
+        if (job) {
+            snprintf(l->job, sizeof l->job, "%s", job);
+            l->info.job = l->job;
+        }
+        if (l->uid == IOTS_UID_NONE)
+            l->uid = (uint32_t)root->uid;
+        return;
+    }
+    uint32_t claimed = l->uid;
+    l->uid = IOTRACE_UID_UNVERIFIED;
+    l->unverified = 1;
+    if (job) {
+        iotrace_unverified_job(job, l->job, sizeof l->job);
+        l->info.job = l->job;
+    }
+    uint64_t n = atomic_fetch_add_explicit(&p->unverified, 1, memory_order_relaxed) + 1;
+    iots_warn_unverified(this, p, root, job, job ? l->job : NULL, claimed, n);
+}
+
 /* Sets up frame->local for an operation about to be wound and starts its
  * clock. 0: not recorded (recording off, or no memory), wind as a tail. */
 static int iots_start(xlator_t *this, call_frame_t *frame, enum iot_disk_kind kind, loc_t *loc,
@@ -155,20 +240,7 @@ static int iots_start(xlator_t *this, call_frame_t *frame, enum iot_disk_kind ki
         l->info.object = iots_object(this, p, fd->inode, NULL);
     l->info.offset = offset;
     l->info.length = length;
-    char *job = NULL;
-    if (xdata) {
-        if (dict_get_str(xdata, IOTRACE_XDATA_JOB, &job) == 0 && job && job[0]) {
-            snprintf(l->job, sizeof l->job, "%s", job);
-            l->info.job = l->job;
-        }
-        uint64_t callid = 0;
-        if (dict_get_uint64(xdata, IOTRACE_XDATA_CALLID, &callid) == 0)
-            l->info.callid = callid;
-    }
-    l->uid = IOTS_UID_NONE;
-    uint32_t uid;
-    if (xdata && dict_get_uint32(xdata, IOTRACE_XDATA_UID, &uid) == 0)
-        l->uid = uid;
+    iots_read_tag(this, p, frame->root, xdata, l);
     if ((flags & IOTRACE_FOP_UNNAME) && loc && loc->inode)
         l->stale = inode_ref(loc->inode);
     frame->local = l;
@@ -192,11 +264,11 @@ static void iots_finish(xlator_t *this, call_frame_t *frame, int32_t op_ret, int
     if (debug_on(this))
         gf_log(this->name, GF_LOG_DEBUG,
                "disk %s object=0x%" PRIx64 " offset=%" PRId64 " length=%" PRIu64
-               " result=%" PRId64 " job=%s uid=%" PRId64 " callid=0x%" PRIx64 " tid=%d",
+               " result=%" PRId64 " job=%s uid=%" PRId64 " callid=0x%" PRIx64 " tid=%d%s",
                kind_name(l->info.kind), l->info.object, l->info.offset, l->info.length,
                l->info.result, l->info.job ? l->info.job : "-",
                l->uid == IOTS_UID_NONE ? (int64_t)-1 : (int64_t)l->uid, l->info.callid,
-               (int)gettid());
+               (int)gettid(), l->unverified ? " (tags not trusted)" : "");
     if (l->stale) {
         if (op_ret >= 0)
             inode_ctx_del(l->stale, this, NULL);
@@ -286,9 +358,12 @@ static int32_t iots_init(xlator_t *this)
                "cannot start libiotrace-server for %s: %s; disk operations are not recorded "
                "(the brick serves as usual)",
                p->server, err[0] ? err : "unknown error");
+    p->privileged_ports = iotrace_privileged_ports();
     this->private = p;
-    gf_log(this->name, GF_LOG_INFO, "iotrace-server loaded: server=%s agent=%s%s", p->server,
-           p->conf.agent ? p->conf.agent : "(default)", p->srv ? "" : " (not recording)");
+    gf_log(this->name, GF_LOG_INFO,
+           "iotrace-server loaded: server=%s agent=%s tags trusted from ports below %u%s",
+           p->server, p->conf.agent ? p->conf.agent : "(default)", p->privileged_ports,
+           p->srv ? "" : " (not recording)");
     return 0;
 fail:
     if (this->local_pool) {
@@ -307,6 +382,8 @@ static void iots_fini(xlator_t *this)
     this->private = NULL;
     if (!p)
         return;
+    gf_log(this->name, GF_LOG_INFO, "operations with tags not trusted: %" PRIu64,
+           (uint64_t)atomic_load(&p->unverified));
     if (p->srv)
         iot_server_close(p->srv);
     if (this->local_pool) {

@@ -409,6 +409,15 @@ def check_nb_collectives(bins, dep, vol):
           "call's group, no call or disk operation unmatched")
 
 
+def remove_registries(dep):
+    """The per-user registries the FUSE client made for root and nobody."""
+    for uid in (os.geteuid(), NOBODY):
+        try:
+            os.unlink(f"/dev/shm{dep.registry}-{uid}")
+        except OSError:
+            pass
+
+
 def start_deployment(argv, *needed):
     """The programs and a running collector and agent, with a registry name of
     the test's own, for a test on volumes; exit 77 without root or FUSE."""
@@ -477,11 +486,7 @@ def main():
             dep.agent = None
     finally:
         dep.stop()
-        for uid in (os.geteuid(), NOBODY):
-            try:
-                os.unlink(f"/dev/shm{dep.registry}-{uid}")
-            except OSError:
-                pass
+        remove_registries(dep)
 
 
 if __name__ == "__main__":

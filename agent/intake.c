@@ -79,6 +79,7 @@ int intake_open(struct intake *in, void *zctx, const char *endpoint, const char 
         iot_err("node name '%s' is longer than %d bytes", node, IOT_WIRE_VIA_MAX);
         return -1;
     }
+    snprintf(in->node, sizeof in->node, "%s", node);
     in->bad_log.interval_ns = 1000000000;
     in->quota_log.interval_ns = 10000000000;
     in->discard_log.interval_ns = 10000000000;
@@ -199,6 +200,18 @@ static int keep_as_drops(struct intake *in, const iot_batch *b, int reason, cons
     return INTAKE_REFUSED;
 }
 
+/* What a local producer may not say of itself: that it is an agent.  An
+ * agent's batches carry its clock samples, which move every event of the
+ * node in time, and its counters; only this agent makes them for this node
+ * (clocksync.c), and never through this socket.  NULL: nothing claimed. */
+static const char *foreign_claim(const iot_batch *b)
+{
+    if (b->producer->kind == IOTRACE__PRODUCER_KIND__PRODUCER_AGENT)
+        return "the batch says it is an agent's (clock samples), which only the agent itself "
+               "makes";
+    return NULL;
+}
+
 int intake_accept(struct intake *in, const uint8_t *data, size_t len,
                   const Iotrace__Sender *sender, int may_defer, struct spool *sp,
                   struct agent_stats *st)
@@ -216,11 +229,16 @@ int intake_accept(struct intake *in, const uint8_t *data, size_t len,
     size_t tail_len = in->via_len;
     if (sender)
         tail_len += iot_wire_sender_field(sender, tail + in->via_len);
+    tail_len += iot_wire_stamp_field(in->node, sender, tail + tail_len);
     int rc = INTAKE_REFUSED;
+    const char *foreign = foreign_claim(b);
     uint64_t user_bytes = sender && in->max_user_bytes ? spool_user_bytes(sp, sender->uid) : 0;
     if (b->sender) {
         st->invalid++;
         report_invalid(in, "the batch names its sender, which only the agent may do");
+    } else if (foreign) {
+        st->invalid++;
+        report_invalid(in, foreign);
     } else if (b->raw_size == 0) {
         /* Nothing to forward, and exactly what a batch cut short after its
          * seq field looks like (proto3 omits the zero-valued rest): storing

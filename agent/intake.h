@@ -17,9 +17,11 @@ struct intake {
     void *sock;
     struct ratelimit bad_log;
     /* Appended to every batch taken: this agent's node as its `via`, then,
-     * for the ipc socket, the sending process's credentials as `sender`. */
-    uint8_t tail[IOT_WIRE_VIA_MAX + 3 + IOT_WIRE_SENDER_MAX];
+     * for the ipc socket, the sending process's credentials as `sender`,
+     * then the stamp checksum over both. */
+    uint8_t tail[IOT_WIRE_TAIL_MAX];
     size_t via_len;
+    char node[IOT_WIRE_VIA_MAX + 1];
     /* Bytes of pending batches one local user may hold (0: no limit); once
      * it holds that much, its batches are counted in the tally instead
      * (over_quota), within the user's share of it. */

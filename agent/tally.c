@@ -19,7 +19,7 @@ struct tally_entry {
     int64_t opened, touched;  /* monotonic */
     uint8_t *producer;        /* the newest batch's Producer, packed */
     size_t producer_len;
-    uint8_t tail[IOT_WIRE_VIA_MAX + 3 + IOT_WIRE_SENDER_MAX];
+    uint8_t tail[IOT_WIRE_TAIL_MAX];
     size_t tail_len;
     Iotrace__FileName *files; /* paths owned */
     size_t n_files, cap_files;

@@ -1,6 +1,8 @@
 #include "curve.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -84,7 +86,11 @@ int iot_curve_load(const char *path, int need_secret, struct iot_curve_keys *k, 
         char name[16], value[128];
         if (line[strspn(line, " \t")] == '#' || line[strspn(line, " \t\r\n")] == '\0')
             continue;
-        if (sscanf(line, " %15[a-z] = %127s", name, value) != 2 || !valid_z85(value))
+        if (sscanf(line, " %15[a-z] = %127s", name, value) != 2)
+            bad = lineno;
+        else if (!strcmp(name, "node"))
+            continue; /* a .pub file's binding, read by key_speaks_for() */
+        else if (!valid_z85(value))
             bad = lineno;
         else if (!strcmp(name, "public"))
             memcpy(k->public_key, value, IOT_CURVE_Z85 + 1);
@@ -96,7 +102,8 @@ int iot_curve_load(const char *path, int need_secret, struct iot_curve_keys *k, 
     fclose(f);
     if (bad)
         return iot_fail(err, errlen, "key file %s, line %d: expected 'public = KEY' or "
-                                     "'secret = KEY' with a 40-character Z85 key",
+                                     "'secret = KEY' with a 40-character Z85 key, or "
+                                     "'node = NAME'",
                         path, bad);
     if (!k->public_key[0])
         return iot_fail(err, errlen, "key file %s has no public key", path);
@@ -105,7 +112,32 @@ int iot_curve_load(const char *path, int need_secret, struct iot_curve_keys *k, 
     return 0;
 }
 
-int iot_curve_allowed(const char *dir, const char *public_key)
+/* Whether the key of .pub file `path` (named `fname`) may speak for
+ * `node`: its `node = NAME` lines name the nodes it may, or, with none, the
+ * file's name without ".pub" does.  A node name from the file is compared
+ * whole, so "cn1" does not cover "cn10". */
+static int key_speaks_for(const char *path, const char *fname, const char *node)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    char line[512], name[16], value[256];
+    int lines = 0, found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        if (sscanf(line, " %15[a-z] = %255s", name, value) == 2 && !strcmp(name, "node")) {
+            lines++;
+            found = strcmp(value, node) == 0;
+        }
+    fclose(f);
+    if (lines)
+        return found;
+    size_t n = strlen(fname) - 4;
+    return strlen(node) == n && strncmp(fname, node, n) == 0;
+}
+
+/* Every listed key is looked at: the same key may be listed in several
+ * files, each binding it to other nodes. */
+static int key_listed(const char *dir, const char *public_key, const char *node)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -120,13 +152,23 @@ int iot_curve_allowed(const char *dir, const char *public_key)
         struct iot_curve_keys k;
         if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= (int)sizeof path)
             continue;
-        if (iot_curve_load(path, 0, &k, err, sizeof err) == 0)
-            found = strcmp(k.public_key, public_key) == 0;
-        else
+        if (iot_curve_load(path, 0, &k, err, sizeof err) != 0)
             iot_warn("ignoring %s", err);
+        else if (strcmp(k.public_key, public_key) == 0)
+            found = !node || key_speaks_for(path, de->d_name, node);
     }
     closedir(d);
     return found;
+}
+
+int iot_curve_allowed(const char *dir, const char *public_key)
+{
+    return key_listed(dir, public_key, NULL);
+}
+
+int iot_curve_speaks_for(const char *dir, const char *public_key, const char *node)
+{
+    return key_listed(dir, public_key, node);
 }
 
 int iot_endpoint_is_local(const char *ep)
@@ -140,13 +182,39 @@ int iot_endpoint_is_local(const char *ep)
             return 0;
     if (strncmp(ep, "tcp://", 6) != 0)
         return 1;
-    const char *host = ep + 6;
+    const char *hostport = ep + 6;
     /* A connect endpoint may name its source first: "src;host:port". */
-    const char *semi = strchr(host, ';');
+    const char *semi = strchr(hostport, ';');
     if (semi)
-        host = semi + 1;
-    return !strncmp(host, "127.", 4) || !strncmp(host, "localhost:", 10) ||
-           !strncmp(host, "[::1]:", 6) || !strncmp(host, "lo:", 3);
+        hostport = semi + 1;
+    const char *colon = strrchr(hostport, ':');
+    char host[256];
+    if (!colon || (size_t)(colon - hostport) >= sizeof host)
+        return 0;
+    memcpy(host, hostport, (size_t)(colon - hostport));
+    host[colon - hostport] = '\0';
+    size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = '\0';
+    }
+    /* ZeroMQ binds "lo" as the loopback interface. */
+    if (!strcmp(host, "lo"))
+        return 1;
+    if (!strcmp(host, "localhost"))
+        return 1;
+    /* The address itself, as --http checks its own: a string that only
+     * starts like one ("127.x.invalid") is a name ZeroMQ would resolve,
+     * maybe to another machine, and names are not taken as loopback at all
+     * (what a name resolves to can change after this check). */
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) ||
+               (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return 0;
 }
 
 void iot_curve_keygen_main(const char *program, const char *path)

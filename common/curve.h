@@ -29,6 +29,11 @@ int iot_curve_load(const char *path, int need_secret, struct iot_curve_keys *k, 
  * next connection.  1 yes, 0 no, -1 the directory cannot be read. */
 int iot_curve_allowed(const char *dir, const char *public_key);
 
+/* Whether that key may speak for `node` (an agent's HELLO): a .pub file
+ * listing it has a `node = NODE` line, or has none and is named NODE.pub.
+ * 1 yes, 0 no, -1 the directory cannot be read. */
+int iot_curve_speaks_for(const char *dir, const char *public_key, const char *node);
+
 /* False for endpoints that may leave the machine: tcp:// to anything but a
  * loopback address or localhost, and ZeroMQ's other network transports. */
 int iot_endpoint_is_local(const char *endpoint);

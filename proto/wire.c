@@ -563,3 +563,38 @@ const char *iot_wire_clock_node(const iot_batch *b)
 {
     return b->via && b->via[0] ? b->via : b->producer->node;
 }
+
+/* Seeded apart from the identity checksum, so that neither sum can stand
+ * for the other. */
+uint32_t iot_wire_stamp_checksum(const char *via, const Iotrace__Sender *sender)
+{
+    uint32_t c = crc_u64(0, 0x504d5453u); /* "STMP" */
+    c = crc_str(c, via);
+    c = crc_u64(c, sender != NULL);
+    if (sender) {
+        c = crc_u64(c, sender->uid);
+        c = crc_u64(c, sender->gid);
+        c = crc_u64(c, sender->pid);
+    }
+    return c;
+}
+
+size_t iot_wire_stamp_field(const char *via, const Iotrace__Sender *sender,
+                            uint8_t out[IOT_WIRE_STAMP_MAX])
+{
+    /* Field 14, wire type 1 (fixed64): tag 0x71, then 8 bytes little-endian. */
+    uint64_t v = 1ull << 32 | iot_wire_stamp_checksum(via, sender);
+    out[0] = 0x71;
+    for (int i = 0; i < 8; i++)
+        out[1 + i] = (uint8_t)(v >> (8 * i));
+    return IOT_WIRE_STAMP_MAX;
+}
+
+int iot_wire_stamp_ok(const iot_batch *b)
+{
+    const char *via = b->via && b->via[0] ? b->via : NULL;
+    if (!via && !b->sender && !b->stamp_checksum)
+        return 1;
+    return b->stamp_checksum >> 32 == 1 &&
+           (uint32_t)b->stamp_checksum == iot_wire_stamp_checksum(via, b->sender);
+}

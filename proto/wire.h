@@ -157,4 +157,18 @@ int iot_wire_batch_key(const iot_batch *b, char *buf, size_t len);
 #define IOT_WIRE_SENDER_MAX 20
 size_t iot_wire_sender_field(const Iotrace__Sender *sender, uint8_t out[IOT_WIRE_SENDER_MAX]);
 
+/* The agent's stamp: CRC-32 over `via` and `sender` (NULL: none), so that
+ * the fields that say where and by whom a batch was made are checked like
+ * its identity.  _field gives the bytes that, appended after `via` and
+ * `sender`, set `stamp_checksum`; _ok is 1 for a batch whose stamp matches,
+ * or that carries neither field nor stamp (not forwarded by an agent). */
+#define IOT_WIRE_STAMP_MAX 9
+uint32_t iot_wire_stamp_checksum(const char *via, const Iotrace__Sender *sender);
+size_t iot_wire_stamp_field(const char *via, const Iotrace__Sender *sender,
+                            uint8_t out[IOT_WIRE_STAMP_MAX]);
+int iot_wire_stamp_ok(const iot_batch *b);
+
+/* What an agent appends to a batch: via, sender, stamp. */
+#define IOT_WIRE_TAIL_MAX (IOT_WIRE_VIA_MAX + 3 + IOT_WIRE_SENDER_MAX + IOT_WIRE_STAMP_MAX)
+
 #endif

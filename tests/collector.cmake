@@ -75,6 +75,18 @@ add_test(NAME collector.curve
           $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
 set_tests_properties(collector.curve PROPERTIES LABELS collector TIMEOUT 120)
 
+# What a hostile local user cannot make the collector believe: clock
+# samples through the agent's socket, another node's label, a HELLO as a
+# node its key is not bound to, a changed via or sender, a loopback-looking
+# name (tests/trust_test.py, driven as nobody).
+add_test(NAME collector.trust
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/trust_test.py
+          $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+          $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>
+          $<TARGET_FILE:collector_client>)
+set_tests_properties(collector.trust PROPERTIES LABELS collector TIMEOUT 240
+                     ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
+
 # Fault injection into the store's system calls, under the real collector,
 # agent and producer: tests/tools/faultfs.c, preloaded (built for tests
 # only; the collector has no hook of its own).

@@ -23,6 +23,7 @@
 #include "ratelog.h"
 #include "store.h"
 #include "timeutil.h"
+#include "trust.h"
 #include "wire.h"
 
 /* One group commit: what is drained before the single fdatasync. */
@@ -187,6 +188,9 @@ struct peer {
     uint8_t id[PEER_ID_MAX];
     size_t id_len;
     char node[64];
+    /* With CURVE: the connection's key speaks for `node` (--curve-clients);
+     * its batches are taken only then. */
+    int bound;
 };
 
 struct ack {
@@ -305,6 +309,7 @@ static struct peer *remember_peer(struct collector *c, const uint8_t *id, size_t
     memcpy(p->id, id, len);
     p->id_len = len;
     p->node[0] = '\0';
+    p->bound = 0;
     return p;
 }
 
@@ -426,6 +431,31 @@ static void handle_ping(struct collector *c, struct message *m)
         note_agent(c, p->node, 0, 0, 0);
 }
 
+/* With CURVE, an agent speaks for the nodes its key is bound to and no
+ * other: a HELLO naming another is not welcomed (the agent keeps its
+ * batches and tries again, so that binding the key later lets it in), and
+ * the connection's batches are not taken (handle_batch). */
+static int key_speaks_for(struct collector *c, struct message *m, struct peer *p,
+                          const char *node)
+{
+    const char *key = zmq_msg_gets(&m->part[2], "User-Id");
+    int ok = key && frame_size(m, 3) < sizeof p->node &&
+             memchr(frame_data(m, 3), '\0', frame_size(m, 3)) == NULL &&
+             iot_curve_speaks_for(opt_curve_clients, key, node) == 1;
+    p->bound = ok;
+    if (!ok) {
+        p->node[0] = '\0';
+        c->count.auth_refused++;
+        char text[256];
+        snprintf(text, sizeof text,
+                 "refused the HELLO of node '%s': CURVE key %s does not speak for it in "
+                 "--curve-clients (a NODE.pub file, or a 'node = NODE' line)",
+                 node, key ? key : "?");
+        iot_ratelog_note(c->ratelog, node, text, iot_mono_ns());
+    }
+    return ok;
+}
+
 static void handle_hello(struct collector *c, struct message *m)
 {
     if (m->n != 5) {
@@ -444,6 +474,8 @@ static void handle_hello(struct collector *c, struct message *m)
     int known = p && strcmp(p->node, node) == 0;
     if (!p)
         p = remember_peer(c, frame_data(m, 0), frame_size(m, 0));
+    if (c->zap && !key_speaks_for(c, m, p, node))
+        return;
     snprintf(p->node, sizeof p->node, "%s", node);
     note_agent(c, node, 1, 0, 0);
     iot_log(known ? IOT_LOG_DEBUG : IOT_LOG_INFO, "agent %s connected (session %016llx)", node,
@@ -568,7 +600,20 @@ static void log_clock(const iot_batch *b)
 
 static void accept_batch(struct collector *c, struct message *m, const iot_batch *b)
 {
-    char key[KEY_MAX];
+    char key[KEY_MAX], why[REASON_MAX];
+    struct peer *p = find_peer(c, frame_data(m, 0), frame_size(m, 0));
+    if (c->zap && !(p && p->bound)) {
+        /* Not answered: an agent sends only after WELCOME, and keeps what
+         * it sent until a session of its own node takes it. */
+        c->count.malformed++;
+        report(c, m, "ignored a batch on a connection without a welcomed HELLO");
+        return;
+    }
+    const char *distrust = trust_check_batch(b, p ? p->node : "", p && p->bound, why, sizeof why);
+    if (distrust) {
+        reject_batch(c, m, b, distrust);
+        return;
+    }
     if (iot_wire_batch_key(b, key, sizeof key) < 0) {
         reject_batch(c, m, NULL, "producer node name too long");
         return;
@@ -1158,6 +1203,15 @@ static int start(struct collector *c)
     c->next_stats = iot_mono_ns() + STATS_INTERVAL_NS;
     iot_info("iotrace-collector %s listening on %s, store %s (segment %u, credit %ld)",
              IOTRACE_VERSION, opt_listen, opt_store, iot_store_segment(c->store), opt_credit);
+    /* Loopback is no boundary between the users of one machine: say what
+     * any of them can do here (docs/transport.md, "Without CURVE"). */
+    if (!opt_curve_key)
+        iot_warn("agents are not authenticated (no --curve-key): any local user can connect to "
+                 "%s as the agent of any node, store batches as any node and any user of it "
+                 "(root included) and give clock samples that move a node's events; give "
+                 "--curve-key and --curve-clients to admit only the agents' keys, each for its "
+                 "own node",
+                 opt_listen);
     return 0;
 }
 

@@ -389,8 +389,10 @@ static int new_producer(struct xp_data *d, struct xp_producer *x, const iot_batc
         x->made_epoch = b->epoch;
         x->made = UINT64_MAX;
     }
-    x->node = xp_intern(&d->nodes, p->node);
+    /* A producer's node is its agent's, whatever it says of itself: any
+     * local user could name another node. */
     x->clock = xp_intern(&d->nodes, clock);
+    x->node = x->clock;
     x->uid = uid;
     x->job = job_of(d, p->job, uid);
     if (x->job != UINT32_MAX && note_job_name(d, x->job, p->job_name) < 0)
@@ -463,7 +465,7 @@ static int refresh_producer(struct xp_data *d, struct xp_producer *x, const iot_
                             const char *clock)
 {
     if (strcmp(xp_string(&d->nodes, x->clock), clock) != 0 &&
-        ((x->clock = xp_intern(&d->nodes, clock)) == UINT32_MAX || ensure_clocks(d) < 0))
+        ((x->node = x->clock = xp_intern(&d->nodes, clock)) == UINT32_MAX || ensure_clocks(d) < 0))
         return -1;
     if (p->rank >= 0)
         x->rank = p->rank;
@@ -808,6 +810,15 @@ static int note_producer(struct reader *r, const iot_batch *b)
     return 0;
 }
 
+/* Clock samples count from an agent's own batches of its own node only: a
+ * local user's batch that says it is an agent's (which agents refuse) or
+ * one forwarded by another node's agent would move every event of a node. */
+static int gives_clock(const iot_batch *b)
+{
+    return b->producer->kind == IOTRACE__PRODUCER_KIND__PRODUCER_AGENT && !b->sender &&
+           strcmp(iot_wire_clock_node(b), b->producer->node) == 0;
+}
+
 /* Only agents send clock records; every other batch is opened just to learn
  * its node, which keeps this pass far cheaper than decoding the events. */
 static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
@@ -824,7 +835,7 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
     else {
         /* An unreadable clock batch only lacks its samples here; the
          * event pass counts it. */
-        if (b->producer->kind == IOTRACE__PRODUCER_KIND__PRODUCER_AGENT)
+        if (gives_clock(b))
             body = iot_wire_body(b, why, sizeof why);
         uint32_t node = xp_intern(&r->d->nodes, b->producer->node);
         if (node == UINT32_MAX || ensure_clocks(r->d) < 0 || note_producer(r, b) < 0 ||
@@ -843,7 +854,7 @@ int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t re
     char why[256];
     iot_batch *b = iot_wire_open_stored(buf, len, why, sizeof why);
     int rc = 0;
-    if (b && b->producer->kind == IOTRACE__PRODUCER_KIND__PRODUCER_AGENT) {
+    if (b && gives_clock(b)) {
         iot_body *body = iot_wire_body(b, why, sizeof why);
         uint32_t node = xp_intern(&d->nodes, b->producer->node);
         if (!body)

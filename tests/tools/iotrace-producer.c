@@ -323,7 +323,32 @@ static void set_version(uint8_t **buf, size_t *len, uint32_t version)
 
 static const char *const bad_kinds[] = {"truncated", "flip",      "version", "magic",
                                         "garbage",   "empty",     "multipart", "huge",
-                                        "sender"};
+                                        "sender",    "clock"};
+
+/* A sound batch that says it is the node agent's, with one clock sample
+ * putting the node an hour behind the collector: were it believed, every
+ * event of the node would move by +3600 s. */
+static int clock_batch(struct producer *p, uint8_t **out, size_t *len)
+{
+    iot_producer id = p->id;
+    id.kind = IOTRACE__PRODUCER_KIND__PRODUCER_AGENT;
+    id.job = (char *)"";
+    id.rank = -1;
+    Iotrace__ClockSync sample = IOTRACE__CLOCK_SYNC__INIT, *samples[1] = {&sample};
+    sample.local_ns = iot_now_ns();
+    sample.offset_ns = 3600ll * 1000000000ll;
+    sample.rtt_ns = 1000;
+    sample.peer = (char *)"forged";
+    iot_body body = IOTRACE__BODY__INIT;
+    body.n_clock = 1;
+    body.clock = samples;
+    char err[256];
+    if (iot_wire_encode(&id, p->epoch, p->seq, &body, out, len, err, sizeof err) < 0) {
+        fprintf(stderr, "iotrace-producer: encoding failed: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
 
 /* Turns a valid batch into the named kind of garbage. */
 static void corrupt(struct producer *p, const char *kind, uint8_t **buf, size_t *len)
@@ -369,7 +394,7 @@ static int send_bad(struct producer *p)
     for (long b = 0; b < p->o.batches; b++) {
         uint8_t *buf;
         size_t len;
-        if (build_batch(p, &buf, &len) < 0)
+        if ((!strcmp(p->o.bad, "clock") ? clock_batch(p, &buf, &len) : build_batch(p, &buf, &len)) < 0)
             return -1;
         p->seq++;
         corrupt(p, p->o.bad, &buf, &len);
@@ -423,7 +448,9 @@ static void parse_options(struct options *o, int argc, char **argv, char *host)
          "read by a raw system call (unshifted by libfaketime)"},
         {"bad", 0, IOT_OPT_STRING, &o->bad, "KIND",
          "send B corrupt messages instead: truncated, flip, version, magic, garbage, empty, "
-         "multipart, huge, or sender (a sound batch naming a sender, which only the agent may)"},
+         "multipart, huge, sender (a sound batch naming a sender, which only the agent may), "
+         "or clock (a sound agent's batch with a clock sample of +3600 s, which only the "
+         "agent may make)"},
     };
     const struct iot_opts_spec spec = {
         .program = "iotrace-producer",

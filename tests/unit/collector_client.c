@@ -857,13 +857,87 @@ static void fuzz(void *sock, struct blob a0, struct blob c0)
     hello(sock, IOT_LINK_DEFAULT_CREDIT);
 }
 
+/* Whether two decoded batches name the same node and user. */
+static int same_stamp(const iot_batch *a, const iot_batch *b)
+{
+    const char *va = a->via ? a->via : "", *vb = b->via ? b->via : "";
+    if (strcmp(va, vb) != 0 || !a->sender != !b->sender)
+        return 0;
+    return !a->sender || (a->sender->uid == b->sender->uid && a->sender->gid == b->sender->gid &&
+                          a->sender->pid == b->sender->pid);
+}
+
+/* The agent appends `via`, `sender` and their stamp checksum to each
+ * batch: of random changes to those bytes, none that makes the batch say
+ * another node or user may be stored.  Every batch has a seq of its own,
+ * so that none is answered as a duplicate of another. */
+static void stamp_run(void *sock)
+{
+    Iotrace__Drop d = IOTRACE__DROP__INIT, *ds[] = {&d};
+    d.count = 1;
+    iot_body body = IOTRACE__BODY__INIT;
+    body.n_drops = 1;
+    body.drops = ds;
+    Iotrace__Sender root = IOTRACE__SENDER__INIT;
+    root.pid = 1;
+    uint8_t tail[IOT_WIRE_TAIL_MAX];
+    size_t tail_len = iot_wire_via_field("cn-root", tail);
+    tail_len += iot_wire_sender_field(&root, tail + tail_len);
+    tail_len += iot_wire_stamp_field("cn-root", &root, tail + tail_len);
+    iot_producer p = prod_a();
+    uint32_t rnd = 0x7f4a7c15;
+    int changed = 0, stored_changed = 0, stored = 0;
+    for (int i = 0; i <= 3000; i++) {
+        struct blob b = encode(&p, 0x57a3b, (uint64_t)i, &body);
+        size_t at = b.len;
+        b.data = realloc(b.data, b.len + tail_len);
+        memcpy(b.data + b.len, tail, tail_len);
+        b.len += tail_len;
+        char err[256];
+        iot_batch *orig = iot_wire_open(b.data, b.len, err, sizeof err);
+        check(orig != NULL, "stamped batch does not open: %s", err);
+        if (i > 0) { /* the first one as the agent sent it */
+            int edits = 1 + (int)(next_random(&rnd) % 3);
+            for (int e = 0; e < edits; e++) {
+                size_t pos = at + next_random(&rnd) % tail_len;
+                if (next_random(&rnd) % 2)
+                    b.data[pos] ^= (uint8_t)(1u << (next_random(&rnd) % 8));
+                else
+                    b.data[pos] = (uint8_t)next_random(&rnd);
+            }
+        }
+        iot_batch *mut = iot_wire_open(b.data, b.len, err, sizeof err);
+        int differs = mut && orig && !same_stamp(orig, mut);
+        changed += differs;
+        send_batch(sock, b);
+        struct reply r;
+        recv_reply(sock, &r);
+        int st = r.n == 7 && zmq_msg_size(&r.part[5]) == 1 ? *(const uint8_t *)zmq_msg_data(&r.part[5]) : -1;
+        check(st >= 0, "stamp mutation %d: no ACK", i);
+        if (i == 0)
+            check(st == IOT_ACK_STORED, "the batch as its agent stamped it: status %d", st);
+        stored += st == IOT_ACK_STORED;
+        stored_changed += differs && st == IOT_ACK_STORED;
+        free_reply(&r);
+        iot_wire_free_batch(mut);
+        iot_wire_free_batch(orig);
+        free(b.data);
+    }
+    printf("stamp: 3000 mutations of via/sender/stamp, %d decode to another node or user, "
+           "%d of those stored (%d stored in all, the first unchanged one included)\n",
+           changed, stored_changed, stored);
+    check(changed > 0, "no mutation changed the node or user");
+    check(stored_changed == 0, "%d batches stored under another node or user", stored_changed);
+}
+
 int main(int argc, char **argv)
 {
     int is_stats = argc == 5 && (strcmp(argv[2], "stats") == 0 || strcmp(argv[2], "files") == 0);
     if (!is_stats && (argc != 4 || (strcmp(argv[2], "first") && strcmp(argv[2], "second") &&
-                                    strcmp(argv[2], "fuzz") && strcmp(argv[2], "withdraw")))) {
+                                    strcmp(argv[2], "fuzz") && strcmp(argv[2], "withdraw") &&
+                                    strcmp(argv[2], "stamp")))) {
         fprintf(stderr,
-                "usage: collector_client ENDPOINT first|second|fuzz|withdraw EXPECTED_CREDIT\n"
+                "usage: collector_client ENDPOINT first|second|fuzz|withdraw|stamp EXPECTED_CREDIT\n"
                         "       collector_client ENDPOINT stats|files EXPECTED_CREDIT BASE_NS\n");
         return 2;
     }
@@ -890,6 +964,8 @@ int main(int argc, char **argv)
         files_run(sock);
     else if (strcmp(phase, "withdraw") == 0)
         withdraw_run(sock);
+    else if (strcmp(phase, "stamp") == 0)
+        stamp_run(sock);
     else
         fuzz(sock, a0, c0);
     free(a0.data), free(a1.data), free(b0.data), free(c0.data);

@@ -124,7 +124,8 @@ static const struct iot_opt options[] = {
      "authenticate and encrypt the agents' connections with CURVE, with this key pair "
      "(written by --keygen); needs --curve-clients"},
     {"curve-clients", 0, IOT_OPT_STRING, &opt_curve_clients, "DIR",
-     "admit only agents whose public key is in a *.pub file of DIR, read at every connection"},
+     "admit only agents whose public key is in a *.pub file of DIR, read at every connection, "
+     "each for the node the file is named after (NODE.pub) or its 'node = NODE' lines"},
     {"insecure", 0, IOT_OPT_FLAG, &opt_insecure, NULL,
      "allow --listen beyond loopback without CURVE: anyone who can reach the port can send "
      "batches"},

@@ -35,11 +35,21 @@ registry=/iotrace-demo-registry
 rm -rf "$work"
 mkdir -p "$work"
 
+# Loopback is no boundary between the users of this machine: the agent
+# authenticates with a key of its own, bound to its node (docs/transport.md,
+# "Keys and nodes"), so that no other local user can pass for it.
+node=$(hostname -s)
+mkdir -m 0700 "$work/keys" "$work/keys/agents"
+"$b/collector/iotrace-collector" --keygen "$work/keys/collector" >/dev/null
+"$b/agent/iotrace-agent" --keygen "$work/keys/agent" >/dev/null
+cp "$work/keys/agent.pub" "$work/keys/agents/$node.pub"
 "$b/collector/iotrace-collector" --listen "tcp://127.0.0.1:$port" --store "$work/store" \
+    --curve-key "$work/keys/collector" --curve-clients "$work/keys/agents" \
     --http "$http" --job-idle 3000 2>"$work/collector.log" &
 collector=$!
 "$b/agent/iotrace-agent" --collector "tcp://127.0.0.1:$port" --listen "ipc://$work/agent.sock" \
-    --node "$(hostname -s)" 2>"$work/agent.log" &
+    --curve-key "$work/keys/agent" --collector-key "$work/keys/collector.pub" \
+    --node "$node" 2>"$work/agent.log" &
 agent=$!
 stop() {
     "$top/deploy/gluster/volume.sh" stop --dir "$work/vol" >/dev/null 2>&1 || true

@@ -231,6 +231,7 @@ runuser -u iotrace -- iotrace-collector --keygen /etc/iotrace/keys/collector
 runuser -u iotrace -- iotrace-agent --keygen /etc/iotrace/keys/agent
 install -d -o iotrace -g iotrace -m 0750 /etc/iotrace/keys/agents
 cp /etc/iotrace/keys/agent.pub /etc/iotrace/keys/agents/node1.pub
+sed -i 's|^# node = .*|node = node1|' /etc/iotrace/agent.conf
 sed -i 's|^collector = .*|collector = tcp://127.0.0.1:5555|' /etc/iotrace/agent.conf
 sed -i 's|^listen = tcp://0.0.0.0:5555|listen = tcp://127.0.0.1:5555|' /etc/iotrace/collector.conf
 """

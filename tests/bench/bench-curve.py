@@ -87,7 +87,8 @@ def main():
                    stdout=subprocess.DEVNULL)
     subprocess.run([bins["agent"], "--keygen", os.path.join(tmp, "keys", "agent")], check=True,
                    stdout=subprocess.DEVNULL)
-    shutil.copy(os.path.join(tmp, "keys", "agent.pub"), os.path.join(tmp, "clients"))
+    # Bound to the agents' node by its name (docs/transport.md, "Keys and nodes").
+    shutil.copy(os.path.join(tmp, "keys", "agent.pub"), os.path.join(tmp, "clients", "bench.pub"))
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if o.busy else None
     print(f"bench-curve: {o.events} events per run, {o.rounds} interleaved rounds, "
           f"load {os.getloadavg()[0]:.2f}{', one core busy' if o.busy else ''}")

@@ -12,6 +12,7 @@
 #include <zmq.h>
 
 #include "fsutil.h"
+#include "launcher.h"
 #include "log.h"
 #include "spool.h"
 #include "tally.h"
@@ -296,7 +297,10 @@ static void accept_message(struct intake *in, zmq_msg_t *msg, struct spool *sp,
                            struct agent_stats *st)
 {
     Iotrace__Sender sender;
+    char job[IOT_WIRE_LAUNCHER_JOB_MAX + 1];
     int known = peer_credentials(msg, &sender);
+    if (known && launcher_job(sender.pid, sender.uid, job, sizeof job))
+        sender.job = job;
     intake_accept(in, zmq_msg_data(msg), zmq_msg_size(msg), known ? &sender : NULL, 0, sp, st);
 }
 

@@ -526,7 +526,7 @@ size_t iot_wire_sender_field(const Iotrace__Sender *sender, uint8_t out[IOT_WIRE
 {
     /* Field 12, length-delimited (tag 0x62), holding fields 1-3 as varints,
      * every one written even when 0 (root), which proto3 would leave out. */
-    uint8_t inner[18];
+    uint8_t inner[IOT_WIRE_SENDER_MAX - 2];
     size_t n = 0;
     inner[n++] = 0x08;
     n += put_varint(inner + n, sender->uid);
@@ -534,6 +534,13 @@ size_t iot_wire_sender_field(const Iotrace__Sender *sender, uint8_t out[IOT_WIRE
     n += put_varint(inner + n, sender->gid);
     inner[n++] = 0x18;
     n += put_varint(inner + n, sender->pid);
+    size_t job = sender->job ? strlen(sender->job) : 0;
+    if (job && job <= IOT_WIRE_LAUNCHER_JOB_MAX) { /* field 4, length-delimited */
+        inner[n++] = 0x22;
+        inner[n++] = (uint8_t)job;
+        memcpy(inner + n, sender->job, job);
+        n += job;
+    }
     out[0] = 0x62;
     out[1] = (uint8_t)n;
     memcpy(out + 2, inner, n);
@@ -575,6 +582,9 @@ uint32_t iot_wire_stamp_checksum(const char *via, const Iotrace__Sender *sender)
         c = crc_u64(c, sender->uid);
         c = crc_u64(c, sender->gid);
         c = crc_u64(c, sender->pid);
+        /* Added after the fields above: covered when present. */
+        if (sender->job && sender->job[0])
+            c = crc_str(c, sender->job);
     }
     return c;
 }

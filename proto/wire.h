@@ -153,8 +153,10 @@ int iot_wire_producer_key(const iot_producer *p, const Iotrace__Sender *sender, 
 int iot_wire_batch_key(const iot_batch *b, char *buf, size_t len);
 
 /* The bytes that, appended to an encoded batch, set its `sender`; at most
- * IOT_WIRE_SENDER_MAX of them. */
-#define IOT_WIRE_SENDER_MAX 20
+ * IOT_WIRE_SENDER_MAX of them.  A launcher job id (`job`) longer than
+ * IOT_WIRE_LAUNCHER_JOB_MAX is left out. */
+#define IOT_WIRE_LAUNCHER_JOB_MAX 64
+#define IOT_WIRE_SENDER_MAX (20 + 2 + IOT_WIRE_LAUNCHER_JOB_MAX)
 size_t iot_wire_sender_field(const Iotrace__Sender *sender, uint8_t out[IOT_WIRE_SENDER_MAX]);
 
 /* The agent's stamp: CRC-32 over `via` and `sender` (NULL: none), so that

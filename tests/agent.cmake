@@ -11,6 +11,12 @@ add_executable(test_agent_spool ${IOTRACE_TEST_DIR}/unit/test_agent_spool.c)
 target_link_libraries(test_agent_spool PRIVATE iotrace-agent-core PkgConfig::CMOCKA)
 add_test(NAME agent.spool COMMAND test_agent_spool)
 
+# A launcher's job from the sender's cgroup: only paths root makes count.
+add_executable(test_launcher ${IOTRACE_TEST_DIR}/unit/test_launcher.c)
+target_link_libraries(test_launcher PRIVATE iotrace-agent-core PkgConfig::CMOCKA)
+add_test(NAME agent.launcher COMMAND test_launcher)
+set_tests_properties(agent.launcher PROPERTIES LABELS agent)
+
 foreach(case usage exactly_once slow_acks collector_restart collector_dies never_ack spool_kill
              garbage collector_junk collector_rejects huge flood backpressure clock_pong clock_silent)
   add_test(NAME agent.${case}

@@ -11,6 +11,9 @@ against a root agent and collector on one machine:
   as cn-nobody it is, under that node only;
 - stamp: of random changes to the via, sender and stamp bytes an agent
   appends, none that makes a batch say another node or user is stored;
+- jobs: nobody names the predictable job id 4711 first; root's processes
+  that Slurm's cgroup (made here as slurmd would, cgroup v1) puts in job
+  4711 still own it: --job 4711 is root's events, nobody's are 4711~u65534;
 - listen: --listen tcp://127.x.invalid:5555 is beyond loopback (a name, not
   a loopback address) and needs CURVE;
 - and a collector without CURVE says at start what any local user can do."""
@@ -56,6 +59,16 @@ class Procs:
         self.start(name, as_nobody(cmd) if user else cmd)
         check(until(lambda: os.path.exists(sock), 30), f"agent {name} did not start:\n" + self.text(name))
 
+    def plain_node(self, name):
+        """A collector without CURVE and root's agent of node cn-root: the
+        agent's socket and the store."""
+        port, store = free_port(), os.path.join(self.tmp, "store-" + name)
+        self.start("collector-" + name, [COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store", store,
+                                         "--http", "off"])
+        sock = os.path.join(self.tmp, "run", name + ".sock")
+        self.agent("agent-" + name, sock, "cn-root", port)
+        return sock, store
+
     def stop(self):
         for p in self.procs:
             p.terminate()
@@ -89,13 +102,8 @@ def by_job(evs):
 def clock_and_label(tmp):
     """Item: clock samples through the agent's socket, node labels."""
     p = Procs(tmp)
-    port, store = free_port(), os.path.join(tmp, "store-plain")
     try:
-        p.start("collector-plain", [COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store", store,
-                                    "--http", "off"])
-        sock = os.path.join(tmp, "run", "root.sock")
-        p.agent("agent-root", sock, "cn-root", port)
-        os.chmod(os.path.dirname(sock), 0o755)
+        sock, store = p.plain_node("plain")
         t0 = time.time()
         produce(sock, "cn-root", "rootjob", 5, 100)
         produce(sock, "cn-root", "forged-clock", 1, 1, "--bad", "clock", user=True)
@@ -108,8 +116,8 @@ def clock_and_label(tmp):
         check(len(root) == 1000, f"root's events: {len(root)} of 1000 stored")
         shift = max((abs(e["t_start"] / 1e9 - t0) for e in root), default=0)
         check(shift < 600, f"root's events moved in time by up to {shift:.0f} s (a forged clock sample)")
-        invalid = "says it is an agent's" in p.text("agent-root")
-        check(invalid, "root's agent did not refuse nobody's agent batch:\n" + p.text("agent-root")[-2000:])
+        invalid = "says it is an agent's" in p.text("agent-plain")
+        check(invalid, "root's agent did not refuse nobody's agent batch:\n" + p.text("agent-plain")[-2000:])
         nodes = sorted({e["node"] for e in got.get("nobodyjob", [])})
         check(nodes == ["cn-root"], f"nobody's events labelled with nodes {nodes}, not its agent's")
         warned = "agents are not authenticated" in p.text("collector-plain")
@@ -187,6 +195,64 @@ def stamp(tmp):
         p.stop()
 
 
+def slurm_cgroup(job):
+    """The cgroup v1 directory slurmd makes for a step of `job` run as root,
+    made here (with the directories above it that were not there), or None
+    where no v1 hierarchy can be written."""
+    base = "/sys/fs/cgroup/freezer"
+    if not os.path.isdir(base) or os.path.exists(os.path.join(base, "slurm")):
+        return None, []
+    made = []
+    path = base
+    for part in ("slurm", "uid_0", f"job_{job}", "step_0"):
+        path = os.path.join(path, part)
+        try:
+            os.mkdir(path)
+        except OSError:
+            return None, made
+        made.append(path)
+    return path, made
+
+
+def jobs(tmp):
+    """Item: job-id squatting."""
+    cg, made = slurm_cgroup(4711)
+    if not cg:
+        for d in reversed(made):
+            os.rmdir(d)
+        print("skipped: jobs: no cgroup v1 hierarchy to make a Slurm job's cgroup in")
+        return
+    p = Procs(tmp)
+    try:
+        sock, store = p.plain_node("jobs")
+        produce(sock, "cn-root", "4711", 3, 50, user=True)
+        # Root's rank, put in the job's cgroup before it starts, as slurmstepd does.
+        cmd = [PRODUCER, "--agent", "ipc://" + sock, "--node", "cn-root", "--job", "4711",
+               "--batches", "4", "--events-per-batch", "50", "--rate", "200"]
+        r = run(["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$@"', "sh"] + cmd)
+        check(r.returncode == 0, f"root's producer in the job's cgroup: {r.stderr}")
+        got = {}
+        until(lambda: got.update(by_job(events(store))) or
+              sum(len(v) for k, v in got.items() if k.startswith("4711")) >= 350, 60)
+        owner = got.get("4711", [])
+        squat = got.get("4711~u65534", [])
+        uids = sorted({e["uid"] for e in owner})
+        check(len(owner) == 200 and uids == [0], f"job 4711: {len(owner)} events of uids {uids}, want root's 200")
+        check(len(squat) == 150, f"nobody's events kept apart as 4711~u65534: {len(squat)} of 150 ({sorted(got)})")
+        r = run([EXPORT, "--store", store, "--job", "4711", "--jsonl", "-"])
+        shown = [json.loads(line)["uid"] for line in r.stdout.splitlines()]
+        check(shown and set(shown) == {0}, f"--job 4711 shows uids {sorted(set(shown))}")
+        print(f"ok: jobs: nobody named 4711 first; root's {len(owner)} events in 4711 (the launcher's "
+              f"cgroup), nobody's {len(squat)} in 4711~u65534; --job 4711 shows uid 0 only")
+    finally:
+        p.stop()
+        for d in reversed(made):
+            try:
+                os.rmdir(d)
+            except OSError as e:
+                check(False, f"cannot remove {d}: {e}")
+
+
 def listen(tmp):
     """Item: a loopback endpoint is a loopback address, not a prefix."""
     for ep in ("tcp://127.x.invalid:5555", "tcp://127.0.0.1.example:5555"):
@@ -204,7 +270,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="iotrace-trust-")
     os.chmod(tmp, 0o755)
     os.makedirs(os.path.join(tmp, "run"), mode=0o755)
-    for scenario in (listen, stamp, clock_and_label, keys):
+    for scenario in (listen, stamp, clock_and_label, keys, jobs):
         scenario(tmp)
     return finish(tmp)
 

@@ -156,6 +156,7 @@ void xp_data_free(struct xp_data *d)
     free(d->free_producers);
     free(d->retired_keys);
     free(d->job_owner);
+    free(d->job_backed);
     free(d->job_name);
     free_strings(&d->job_names);
     memset(d, 0, sizeof *d);
@@ -263,10 +264,15 @@ static int grow_job_tables(struct xp_data *d)
     if (!names)
         return -1;
     d->job_name = names;
+    uint8_t *backed = realloc(d->job_backed, cap);
+    if (!backed)
+        return -1;
+    d->job_backed = backed;
     d->cap_job_owner = cap;
     for (size_t i = had; i < cap; i++) {
         d->job_owner[i] = -2;
         d->job_name[i] = 0;
+        d->job_backed[i] = 0;
     }
     return 0;
 }
@@ -298,26 +304,85 @@ static int note_job_name(struct xp_data *d, uint32_t job, const char *name)
     return 0;
 }
 
-/* A job belongs to the local user whose processes named it first.  A
- * process of another user that names the same job (by mistake, or to pass
- * its events off as someone else's) is kept apart, in the job "JOB~uUID".
- * A producer whose user is not known (no agent's ipc socket in between)
- * joins any. */
-static uint32_t job_of(struct xp_data *d, const char *job, int64_t uid)
+/* Whether the agent found the sending process in the launcher's job of
+ * that id (Sender.job, from the process's cgroup: agent/launcher.c). */
+static int launcher_backed(const Iotrace__Sender *s, const char *job)
+{
+    return s && s->job && s->job[0] && job && strcmp(s->job, job) == 0;
+}
+
+static int job_name_taken(const struct xp_strings *t, const char *name)
+{
+    return t->index_size && t->index[string_slot(t, name)] != 0;
+}
+
+/* Job j, named first by a user the launcher does not back, goes to the
+ * user the launcher runs it as: the processes that named it first move to
+ * a job "JOB~uOWNER" of their own (or, should a user have named that too,
+ * with "~2" ... after it), and the index, which callers may hold for the
+ * name (iotrace-export --job), stays the job's.  A reader that interns
+ * every producer before it reads events (xp_read_clocks) has moved them
+ * before their first event; the live analysis moves those to come.  0, or
+ * -1 if no name is free or memory is short. */
+static int give_way(struct xp_data *d, uint32_t j, const char *job, int64_t uid)
+{
+    char name[512];
+    for (int k = 1; k <= 9; k++) {
+        int n = k == 1 ? snprintf(name, sizeof name, "%s~u%lld", job, (long long)d->job_owner[j])
+                       : snprintf(name, sizeof name, "%s~u%lld~%d", job,
+                                  (long long)d->job_owner[j], k);
+        if (n < 0 || (size_t)n >= sizeof name)
+            return -1;
+        if (job_name_taken(&d->jobs, name))
+            continue;
+        uint32_t m = xp_intern(&d->jobs, name);
+        if (m == UINT32_MAX || grow_job_tables(d) < 0)
+            return -1;
+        d->job_owner[m] = d->job_owner[j];
+        d->job_name[m] = d->job_name[j];
+        for (size_t p = 0; p < d->n_producers; p++)
+            if (!d->producers[p].retired && d->producers[p].job == j)
+                d->producers[p].job = m;
+        iot_warn("job '%s' belongs to uid %lld, as its launcher runs it; the events of uid %lld, "
+                 "which named it first, are kept apart as job '%s'",
+                 job, (long long)uid, (long long)d->job_owner[j], name);
+        d->job_owner[j] = uid;
+        d->job_backed[j] = 1;
+        return 0;
+    }
+    return -1;
+}
+
+/* Who owns a job id, by a rule no user can race (docs/agent.md, "Who owns
+ * a job"): a job whose id the launcher backs (the agent found the process
+ * in the launcher's cgroup of that job) belongs to the user the launcher
+ * runs it as, even if another user named it first: that one's processes
+ * move apart (give_way).  A job id no launcher backs belongs to the
+ * local user whose processes named it first.  A process of another user
+ * that names the same job (by mistake, or to pass its events off as
+ * someone else's) is kept apart, in the job "JOB~uUID".  A producer whose
+ * user is not known (no agent's ipc socket in between) joins any. */
+static uint32_t job_of(struct xp_data *d, const char *job, int64_t uid, int backed)
 {
     uint32_t j = xp_intern(&d->jobs, job);
     if (j == 0 || j == UINT32_MAX)
         return j;
     if (grow_job_tables(d) < 0)
         return UINT32_MAX;
+    backed = backed && uid >= 0;
     int64_t *owner = &d->job_owner[j];
     if (*owner == -2 || *owner == -1) {
         if (uid >= 0 || *owner == -2)
             *owner = uid;
+        d->job_backed[j] |= (uint8_t)backed;
         return j;
     }
-    if (uid < 0 || *owner == uid)
+    if (uid < 0 || *owner == uid) {
+        d->job_backed[j] |= (uint8_t)backed;
         return j;
+    }
+    if (backed && !d->job_backed[j])
+        return give_way(d, j, job, uid) < 0 ? UINT32_MAX : j;
     char name[512];
     if (snprintf(name, sizeof name, "%s~u%lld", job, (long long)uid) >= (int)sizeof name)
         return j; /* a job id of hundreds of bytes: nothing left to tell them apart by */
@@ -329,7 +394,7 @@ static uint32_t job_of(struct xp_data *d, const char *job, int64_t uid)
         iot_warn("job '%s' belongs to uid %lld; processes of uid %lld name it too: their events "
                  "are kept apart as job '%s'",
                  job, (long long)*owner, (long long)uid, name);
-    return job_of(d, name, uid);
+    return job_of(d, name, uid, 0);
 }
 
 /* Whether a producer key was retired before, as far as a table of
@@ -394,7 +459,7 @@ static int new_producer(struct xp_data *d, struct xp_producer *x, const iot_batc
     x->clock = xp_intern(&d->nodes, clock);
     x->node = x->clock;
     x->uid = uid;
-    x->job = job_of(d, p->job, uid);
+    x->job = job_of(d, p->job, uid, launcher_backed(b->sender, p->job));
     if (x->job != UINT32_MAX && note_job_name(d, x->job, p->job_name) < 0)
         return -1;
     x->server = xp_intern(&d->servers, p->server);
@@ -461,15 +526,21 @@ size_t xp_producers_in_use(const struct xp_data *d)
 /* A rank learns its rank (and, under Hydra, its job id) in MPI_Init, after
  * it may already have sent batches: what a later batch knows applies to the
  * whole process. */
-static int refresh_producer(struct xp_data *d, struct xp_producer *x, const iot_producer *p,
+static int refresh_producer(struct xp_data *d, struct xp_producer *x, const iot_batch *b,
                             const char *clock)
 {
+    const iot_producer *p = b->producer;
+    /* Its first batches may have come before the agent could see its
+     * cgroup (or after the process was gone): a later batch that the
+     * launcher backs gives it the job from then on. */
+    int backed = launcher_backed(b->sender, p->job);
     if (strcmp(xp_string(&d->nodes, x->clock), clock) != 0 &&
         ((x->node = x->clock = xp_intern(&d->nodes, clock)) == UINT32_MAX || ensure_clocks(d) < 0))
         return -1;
     if (p->rank >= 0)
         x->rank = p->rank;
-    if (x->job == 0 && p->job && p->job[0] && (x->job = job_of(d, p->job, x->uid)) == UINT32_MAX)
+    if (((x->job == 0 && p->job && p->job[0]) || (backed && x->job && !d->job_backed[x->job])) &&
+        (x->job = job_of(d, p->job, x->uid, backed)) == UINT32_MAX)
         return -1;
     if (note_job_name(d, x->job, p->job_name) < 0)
         return -1;
@@ -479,7 +550,6 @@ static int refresh_producer(struct xp_data *d, struct xp_producer *x, const iot_
 /* Producers are interned by key; their index equals the key's index. */
 static uint32_t producer_index(struct xp_data *d, const iot_batch *b)
 {
-    const iot_producer *p = b->producer;
     const char *clock = iot_wire_clock_node(b);
     char key[512];
     if (iot_wire_batch_key(b, key, sizeof key) < 0)
@@ -490,7 +560,7 @@ static uint32_t producer_index(struct xp_data *d, const iot_batch *b)
     size_t slot = string_slot(keys, key);
     if (keys->index[slot]) {
         uint32_t idx = keys->index[slot] - 1;
-        return refresh_producer(d, &d->producers[idx], p, clock) < 0 ? UINT32_MAX : idx;
+        return refresh_producer(d, &d->producers[idx], b, clock) < 0 ? UINT32_MAX : idx;
     }
     uint32_t idx;
     if (producer_slot(d, key, slot, &idx) < 0 ||
@@ -570,7 +640,7 @@ static int intern_jobs(struct reader *r, uint32_t prod, const iot_body *body, ui
     for (size_t j = 0; j < body->n_jobs; j++) {
         uint32_t tag = body->n_job_uid ? body->job_uid[j] : UINT32_MAX;
         int64_t uid = server_uid > 0 ? server_uid : tag == UINT32_MAX ? -1 : (int64_t)tag;
-        if ((map[j] = job_of(r->d, body->jobs[j], uid)) == UINT32_MAX)
+        if ((map[j] = job_of(r->d, body->jobs[j], uid, 0)) == UINT32_MAX)
             return iot_fail(r->err, r->errlen, "out of memory");
     }
     return 0;

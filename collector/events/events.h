@@ -24,7 +24,7 @@ struct xp_strings {
 };
 
 struct xp_producer {
-    uint32_t node;   /* in xp_data.nodes: the node the producer names */
+    uint32_t node;   /* in xp_data.nodes: the producer's node, its agent's (= clock) */
     uint32_t clock;  /* in xp_data.nodes: whose clock its events are on (the node of
                         the agent that forwarded its batches; else its own) */
     uint32_t job;    /* in xp_data.jobs, 0 = none */
@@ -109,6 +109,8 @@ struct xp_data {
                                     known, -2 none yet */
     uint32_t *job_name;          /* per job: its name (Producer.job_name) in job_names, 0 none */
     size_t cap_job_owner;
+    uint8_t *job_backed;         /* per job: its owner's claim is backed by the launcher (the
+                                  * agent found the process in the job's cgroup) */
     struct xp_strings job_names;
 };
 

@@ -864,7 +864,9 @@ static int same_stamp(const iot_batch *a, const iot_batch *b)
     if (strcmp(va, vb) != 0 || !a->sender != !b->sender)
         return 0;
     return !a->sender || (a->sender->uid == b->sender->uid && a->sender->gid == b->sender->gid &&
-                          a->sender->pid == b->sender->pid);
+                          a->sender->pid == b->sender->pid &&
+                          strcmp(a->sender->job ? a->sender->job : "",
+                                 b->sender->job ? b->sender->job : "") == 0);
 }
 
 /* The agent appends `via`, `sender` and their stamp checksum to each

@@ -130,3 +130,15 @@ add_test(NAME collector.dashboard
           $<TARGET_FILE:iotrace-producer>)
 set_tests_properties(collector.dashboard PROPERTIES LABELS collector TIMEOUT 300
                      RUN_SERIAL TRUE)
+
+# The HTTP server against a hostile local user (user nobody, by setpriv):
+# 200 clients that leave mid-download (bounded iotrace-export children,
+# none outliving its client), and 200 connections that send a byte a second
+# while root's requests are answered (tests/http_limits_test.py).
+foreach(scenario downloads)
+  add_test(NAME collector.http_${scenario}
+    COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/http_limits_test.py ${scenario}
+            $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+            $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
+  set_tests_properties(collector.http_${scenario} PROPERTIES LABELS collector TIMEOUT 180)
+endforeach()

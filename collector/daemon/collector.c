@@ -53,6 +53,9 @@ static char *opt_http_users;
 static char *opt_http_cert;
 static char *opt_http_key;
 static long opt_http_clients = 64;
+static long opt_http_downloads = 4;
+static long opt_http_downloads_per_client = 2;
+static uint64_t opt_http_download_memory = 1ull << 30;
 static long opt_lateness_ms = 2000;
 static long opt_grace_ms = 2000;
 static long opt_job_idle_ms = 10000;
@@ -91,6 +94,13 @@ static const struct iot_opt options[] = {
     {"http-key", 0, IOT_OPT_STRING, &opt_http_key, "FILE", "PEM private key for --http-cert"},
     {"http-clients", 0, IOT_OPT_INT, &opt_http_clients, "N",
      "HTTP connections served at once, 1 to 1000 (default 64)"},
+    {"http-downloads", 0, IOT_OPT_INT, &opt_http_downloads, "N",
+     "downloads (iotrace-export children) at once, 1 to 1000 (default 4); beyond, 503 with "
+     "Retry-After"},
+    {"http-downloads-per-client", 0, IOT_OPT_INT, &opt_http_downloads_per_client, "N",
+     "of those, at once for one HTTP user, or one address without --http-users (default 2)"},
+    {"http-download-memory", 0, IOT_OPT_SIZE, &opt_http_download_memory, "SIZE",
+     "address space of each download's iotrace-export (default 1G, 0 for no limit)"},
     {"web-root", 0, IOT_OPT_STRING, &opt_web_root, "DIR",
      "the dashboard's files (default: ../share/iotrace/web from the binary, as installed)"},
     {"chart-js", 0, IOT_OPT_STRING, &opt_chart_js, "FILE",
@@ -1137,7 +1147,10 @@ static int open_http(struct collector *c)
                              .chart_js = opt_chart_js, .store = opt_store,
                              .export_tool = export_tool(tool, sizeof tool),
                              .users_file = opt_http_users, .tls_cert = opt_http_cert,
-                             .tls_key = opt_http_key, .max_clients = (int)opt_http_clients};
+                             .tls_key = opt_http_key, .max_clients = (int)opt_http_clients,
+                             .max_downloads = (int)opt_http_downloads,
+                             .max_downloads_per_client = (int)opt_http_downloads_per_client,
+                             .download_memory = opt_http_download_memory};
     if (!(c->http = http_open(&hc, err, sizeof err))) {
         iot_err("%s", err);
         return -1;
@@ -1290,6 +1303,12 @@ static void check_options(int argc, char **argv, int first)
         usage_error("%s--analysis off needs --http off: the HTTP server shows the analysis", "");
     if (opt_http_clients < 1 || opt_http_clients > 1000)
         usage_error("%s--http-clients must be between 1 and 1000", "");
+    if (opt_http_downloads < 1 || opt_http_downloads > 1000 || opt_http_downloads_per_client < 1 ||
+        opt_http_downloads_per_client > opt_http_downloads)
+        usage_error("%s--http-downloads must be between 1 and 1000, "
+                    "--http-downloads-per-client between 1 and --http-downloads", "");
+    if (opt_http_download_memory && opt_http_download_memory < (16u << 20))
+        usage_error("%s--http-download-memory must be 0 or at least 16M", "");
     if (opt_lateness_ms < 0 || opt_grace_ms < 0)
         usage_error("%s--lateness and --grace must not be negative", "");
     if (opt_analysis_nice < 0 || opt_analysis_nice > 19)

@@ -11,10 +11,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "download.h"
 #include "http_api.h"
 #include "log.h"
 #include "timeutil.h"
@@ -26,6 +26,8 @@
  * further behind the stream.  Changes within this long are one message. */
 #define SSE_MIN_GAP_MS 500
 #define CONNECTION_TIMEOUT_S 60
+/* What a client beyond the download bounds is told to wait, seconds. */
+#define DOWNLOAD_RETRY_AFTER_S "10"
 
 struct user {
     char name[64];
@@ -41,6 +43,7 @@ struct http {
     int n_users;
     char *tls_cert, *tls_key;
     int fd; /* the listening socket, bound by http_open */
+    struct downloads *downloads;
 };
 
 /* ---- replies -------------------------------------------------------------- */
@@ -69,6 +72,20 @@ static enum MHD_Result send_body(struct MHD_Connection *c, struct http_reply *r)
     return queue(c, r->status, resp, r->type);
 }
 
+/* A JSON error answer; NULL when out of memory. */
+static struct MHD_Response *error_response(unsigned status, const char *msg)
+{
+    struct http_reply r = {0};
+    if (http_reply_error(&r, status, "%s", msg) < 0)
+        return NULL;
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(r.body), r.body, MHD_RESPMEM_MUST_FREE);
+    if (resp)
+        r.body = NULL;
+    http_reply_free(&r);
+    return resp;
+}
+
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *fmt,
                                   ...) __attribute__((format(printf, 3, 4)));
 
@@ -80,12 +97,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    struct http_reply r = {0};
-    if (http_reply_error(&r, status, "%s", msg) < 0)
-        return MHD_NO;
-    enum MHD_Result rc = send_body(c, &r);
-    http_reply_free(&r);
-    return rc;
+    return queue(c, status, error_response(status, msg), "application/json");
 }
 
 static enum MHD_Result send_file(struct MHD_Connection *c, const char *path, const char *type)
@@ -110,33 +122,36 @@ static enum MHD_Result send_file(struct MHD_Connection *c, const char *path, con
 
 /* ---- downloads --------------------------------------------------------------- */
 
-/* iotrace-export runs as a child, so a download costs the daemon nothing
- * but a pipe; a client that goes away closes the pipe and the child ends
- * on EPIPE.  Unless waited for, it is a grandchild of ours, reaped by init. */
-static int spawn_export(struct http *h, char *const argv[], int out_fd, int wait)
+/* Who a download counts against: the HTTP user where the request is
+ * authenticated, else the client's address (on loopback every local user
+ * shares 127.0.0.0/8, so --http-downloads is what bounds them). */
+static void client_key(struct MHD_Connection *c, const char *user, char *out, size_t len)
 {
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        if (!wait && fork() != 0)
-            _exit(0);
-        dup2(out_fd, STDOUT_FILENO);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0)
-            dup2(devnull, STDERR_FILENO);
-        execv(h->cfg.export_tool, argv);
-        _exit(127);
+    if (user) {
+        snprintf(out, len, "user %s", user);
+        return;
     }
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    return 0;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char addr[INET6_ADDRSTRLEN] = "?";
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
+    snprintf(out, len, "address %s", addr);
+}
+
+static int client_socket(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
 }
 
 /* The job is known and the format one of jsonl, stats, slog2 (http_route). */
-static enum MHD_Result download(struct http *h, struct MHD_Connection *c, const char *job,
-                                const char *format)
+static enum MHD_Result download(struct http *h, struct MHD_Connection *c, const char *user,
+                                const char *job, const char *format)
 {
     char *jsonl[] = {(char *)h->cfg.export_tool, "--store", (char *)h->cfg.store, "--job",
                      (char *)job, "--jsonl", "-", NULL};
@@ -145,25 +160,40 @@ static enum MHD_Result download(struct http *h, struct MHD_Connection *c, const 
     char path[] = "/tmp/iotrace-download-XXXXXX";
     char *slog2[] = {(char *)h->cfg.export_tool, "--store", (char *)h->cfg.store, "--job",
                      (char *)job, "--slog2", path, NULL};
-    char disposition[300];
+    char disposition[300], key[128];
     int is_slog2 = strcmp(format, "slog2") == 0;
     snprintf(disposition, sizeof disposition, "attachment; filename=\"iotrace-job.%s\"",
              is_slog2 ? "slog2" : strcmp(format, "jsonl") == 0 ? "jsonl" : "txt");
+    client_key(c, user, key, sizeof key);
+    const char *why;
+    struct download *dl = download_begin(h->downloads, key, &why);
+    if (!dl) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s: try again later", why);
+        struct MHD_Response *busy = error_response(MHD_HTTP_SERVICE_UNAVAILABLE, msg);
+        if (busy)
+            MHD_add_response_header(busy, MHD_HTTP_HEADER_RETRY_AFTER, DOWNLOAD_RETRY_AFTER_S);
+        return queue(c, MHD_HTTP_SERVICE_UNAVAILABLE, busy, "application/json");
+    }
     struct MHD_Response *r = NULL;
     if (is_slog2) {
-        /* The SLOG-2 writer seeks, so it writes a file first. */
+        /* The SLOG-2 writer seeks, so it writes a file first; the child's
+         * slot is given back once it has. */
         int fd = mkstemp(path);
         struct stat st;
-        if (fd < 0)
+        if (fd < 0) {
+            download_end(dl);
             return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot create a file: %s",
                               strerror(errno));
-        int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        spawn_export(h, slog2, devnull, 1);
-        if (devnull >= 0)
-            close(devnull);
+        }
         close(fd);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        int rc = download_spawn(dl, slog2, client_socket(c));
+        rc = rc < 0 ? -1 : download_wait(dl);
+        download_end(dl);
+        fd = rc == 1 ? -1 : open(path, O_RDONLY | O_CLOEXEC);
         unlink(path);
+        if (rc == 1) /* the client left */
+            return MHD_NO;
         if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
             if (fd >= 0)
                 close(fd);
@@ -174,18 +204,15 @@ static enum MHD_Result download(struct http *h, struct MHD_Connection *c, const 
         if (!r)
             close(fd);
     } else {
-        int p[2];
-        if (pipe2(p, O_CLOEXEC) < 0)
-            return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "pipe: %s", strerror(errno));
-        int rc = spawn_export(h, strcmp(format, "jsonl") == 0 ? jsonl : stats, p[1], 0);
-        close(p[1]);
-        if (rc < 0) {
-            close(p[0]);
+        if (download_spawn(dl, strcmp(format, "jsonl") == 0 ? jsonl : stats,
+                           client_socket(c)) < 0) {
+            download_end(dl);
             return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "fork: %s", strerror(errno));
         }
-        r = MHD_create_response_from_pipe(p[0]);
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, download_read, dl,
+                                              download_end);
         if (!r)
-            close(p[0]);
+            download_end(dl);
     }
     if (!r)
         return MHD_NO;
@@ -269,13 +296,14 @@ static enum MHD_Result events(struct http *h, struct MHD_Connection *c, struct h
 
 /* ---- requests ------------------------------------------------------------------ */
 
-static enum MHD_Result send_reply(struct http *h, struct MHD_Connection *c, struct http_reply *r)
+static enum MHD_Result send_reply(struct http *h, struct MHD_Connection *c, const char *user,
+                                  struct http_reply *r)
 {
     switch (r->kind) {
     case HTTP_REPLY_FILE:
         return send_file(c, r->path, r->type);
     case HTTP_REPLY_DOWNLOAD:
-        return download(h, c, r->job, r->format);
+        return download(h, c, user, r->job, r->format);
     case HTTP_REPLY_EVENTS:
         return events(h, c, r);
     case HTTP_REPLY_BODY:
@@ -284,8 +312,11 @@ static enum MHD_Result send_reply(struct http *h, struct MHD_Connection *c, stru
     return send_body(c, r);
 }
 
-static int authorised(struct http *h, struct MHD_Connection *c)
+/* Whether the request may be served; *user is the HTTP user it
+ * authenticated as (a name of the password file), or NULL without one. */
+static int authorised(struct http *h, struct MHD_Connection *c, const char **user_out)
 {
+    *user_out = NULL;
     if (!h->n_users)
         return 1;
     char *pass = NULL;
@@ -298,6 +329,8 @@ static int authorised(struct http *h, struct MHD_Connection *c)
         memset(&cd, 0, sizeof cd);
         const char *out = crypt_r(pass, h->users[i].hash, &cd);
         ok = out && out[0] != '*' && strcmp(out, h->users[i].hash) == 0;
+        if (ok)
+            *user_out = h->users[i].name;
     }
     MHD_free(user);
     MHD_free(pass);
@@ -355,7 +388,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0; /* a read-only API: bodies are ignored */
         return MHD_YES;
     }
-    if (!authorised(h, c)) {
+    const char *user;
+    if (!authorised(h, c, &user)) {
         const char *page = "{\"error\":\"authentication required\",\"status\":401}";
         struct MHD_Response *r = MHD_create_response_from_buffer(
             strlen(page), (void *)page, MHD_RESPMEM_PERSISTENT);
@@ -368,7 +402,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         http_reply_free(&r);
         return MHD_NO;
     }
-    enum MHD_Result rc = send_reply(h, c, &r);
+    enum MHD_Result rc = send_reply(h, c, user, &r);
     http_reply_free(&r);
     return rc;
 }
@@ -497,6 +531,11 @@ struct http *http_open(const struct http_config *cfg, char *err, size_t errlen)
     }
     h->cfg = *cfg;
     h->fd = -1;
+    if (!(h->downloads = downloads_new(cfg->max_downloads, cfg->max_downloads_per_client,
+                                       cfg->download_memory))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     struct sockaddr_storage ss;
     int family = parse_listen(cfg->listen, &ss, err, errlen);
     if (family < 0 || (cfg->users_file && load_users(h, err, errlen) < 0))
@@ -551,10 +590,12 @@ void http_stop(struct http *h)
 {
     if (!h)
         return;
+    downloads_stopping(h->downloads); /* their readers give up, so the threads end */
     if (h->mhd)
         MHD_stop_daemon(h->mhd); /* closes the listening socket too */
     else if (h->fd >= 0)
         close(h->fd);
+    downloads_free(h->downloads);
     free(h->tls_cert);
     free(h->tls_key);
     free(h);

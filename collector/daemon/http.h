@@ -6,6 +6,8 @@
 #ifndef IOT_DAEMON_HTTP_H
 #define IOT_DAEMON_HTTP_H
 
+#include <stdint.h>
+
 #include "live.h"
 
 struct http_config {
@@ -17,6 +19,8 @@ struct http_config {
     const char *users_file; /* "user:crypt-hash" lines; NULL: no password */
     const char *tls_cert, *tls_key; /* PEM files; NULL: plain HTTP */
     int max_clients;
+    int max_downloads, max_downloads_per_client; /* iotrace-export children at once */
+    uint64_t download_memory; /* address space of each, bytes; 0: unbounded */
 };
 
 struct http;

@@ -53,6 +53,7 @@ static char *opt_http_users;
 static char *opt_http_cert;
 static char *opt_http_key;
 static long opt_http_clients = 64;
+static long opt_http_request_timeout_s = 10;
 static long opt_http_downloads = 4;
 static long opt_http_downloads_per_client = 2;
 static uint64_t opt_http_download_memory = 1ull << 30;
@@ -94,6 +95,9 @@ static const struct iot_opt options[] = {
     {"http-key", 0, IOT_OPT_STRING, &opt_http_key, "FILE", "PEM private key for --http-cert"},
     {"http-clients", 0, IOT_OPT_INT, &opt_http_clients, "N",
      "HTTP connections served at once, 1 to 1000 (default 64)"},
+    {"http-request-timeout", 0, IOT_OPT_INT, &opt_http_request_timeout_s, "SEC",
+     "a connection that has not sent a whole request header this long after it connected "
+     "(or after its last answer) is closed, however steadily it sends (default 10, 1 to 3600)"},
     {"http-downloads", 0, IOT_OPT_INT, &opt_http_downloads, "N",
      "downloads (iotrace-export children) at once, 1 to 1000 (default 4); beyond, 503 with "
      "Retry-After"},
@@ -1148,6 +1152,7 @@ static int open_http(struct collector *c)
                              .export_tool = export_tool(tool, sizeof tool),
                              .users_file = opt_http_users, .tls_cert = opt_http_cert,
                              .tls_key = opt_http_key, .max_clients = (int)opt_http_clients,
+                             .request_timeout_s = (int)opt_http_request_timeout_s,
                              .max_downloads = (int)opt_http_downloads,
                              .max_downloads_per_client = (int)opt_http_downloads_per_client,
                              .download_memory = opt_http_download_memory};
@@ -1303,6 +1308,8 @@ static void check_options(int argc, char **argv, int first)
         usage_error("%s--analysis off needs --http off: the HTTP server shows the analysis", "");
     if (opt_http_clients < 1 || opt_http_clients > 1000)
         usage_error("%s--http-clients must be between 1 and 1000", "");
+    if (opt_http_request_timeout_s < 1 || opt_http_request_timeout_s > 3600)
+        usage_error("%s--http-request-timeout must be between 1 and 3600", "");
     if (opt_http_downloads < 1 || opt_http_downloads > 1000 || opt_http_downloads_per_client < 1 ||
         opt_http_downloads_per_client > opt_http_downloads)
         usage_error("%s--http-downloads must be between 1 and 1000, "

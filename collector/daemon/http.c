@@ -16,6 +16,7 @@
 
 #include "download.h"
 #include "http_api.h"
+#include "http_guard.h"
 #include "log.h"
 #include "timeutil.h"
 
@@ -44,6 +45,7 @@ struct http {
     char *tls_cert, *tls_key;
     int fd; /* the listening socket, bound by http_open */
     struct downloads *downloads;
+    struct http_guard *guard;
 };
 
 /* ---- replies -------------------------------------------------------------- */
@@ -122,24 +124,30 @@ static enum MHD_Result send_file(struct MHD_Connection *c, const char *path, con
 
 /* ---- downloads --------------------------------------------------------------- */
 
+/* The client's address as text, "?" when unknown. */
+static void client_address(struct MHD_Connection *c, char *out, size_t len)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    snprintf(out, len, "?");
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)len);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)len);
+}
+
 /* Who a download counts against: the HTTP user where the request is
  * authenticated, else the client's address (on loopback every local user
  * shares 127.0.0.0/8, so --http-downloads is what bounds them). */
 static void client_key(struct MHD_Connection *c, const char *user, char *out, size_t len)
 {
-    if (user) {
+    char addr[INET6_ADDRSTRLEN];
+    client_address(c, addr, sizeof addr);
+    if (user)
         snprintf(out, len, "user %s", user);
-        return;
-    }
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    char addr[INET6_ADDRSTRLEN] = "?";
-    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-    if (sa && sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
-    else if (sa && sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
-    snprintf(out, len, "address %s", addr);
+    else
+        snprintf(out, len, "address %s", addr);
 }
 
 static int client_socket(struct MHD_Connection *c)
@@ -359,14 +367,37 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     return q;
 }
 
+static struct guarded *guarded_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **state,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)c;
-    (void)toe;
+    struct http *h = cls;
     free(*state);
     *state = NULL;
+    /* Kept alive: the time to the next complete request counts from here. */
+    struct guarded *g = guarded_of(c);
+    if (g && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        http_guard_waiting(h->guard, g);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct http *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        char addr[INET6_ADDRSTRLEN];
+        client_address(c, addr, sizeof addr);
+        *socket_context = http_guard_open(h->guard, client_socket(c), addr);
+    } else if (*socket_context) {
+        http_guard_close(h->guard, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -382,6 +413,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_NO;
     if (!q->started) { /* headers only so far: wait for the (empty) body */
         q->started = 1;
+        struct guarded *g = guarded_of(c);
+        if (g)
+            http_guard_request(h->guard, g);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -570,13 +604,20 @@ int http_serve(struct http *h, struct live *l, char *err, size_t errlen)
         {MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key},
         {MHD_OPTION_END, 0, NULL},
     };
+    /* Half of the connections for clients still sending their request:
+     * the others stay for those that sent theirs. */
+    if (!(h->guard = http_guard_start(h->cfg.max_clients / 2 > 0 ? h->cfg.max_clients / 2 : 1,
+                                      (int64_t)h->cfg.request_timeout_s * 1000000000))) {
+        snprintf(err, errlen, "cannot start a thread");
+        return -1;
+    }
     h->mhd = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, h->fd,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->cfg.max_clients,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(h->cfg.max_clients / 2 + 1),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
         MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
         MHD_OPTION_ARRAY, h->tls_cert ? tls : tls + 2, MHD_OPTION_END);
     if (!h->mhd) {
         snprintf(err, errlen, "cannot serve HTTP on %s (a bad TLS certificate or key?)",
@@ -595,6 +636,7 @@ void http_stop(struct http *h)
         MHD_stop_daemon(h->mhd); /* closes the listening socket too */
     else if (h->fd >= 0)
         close(h->fd);
+    http_guard_stop(h->guard); /* after libmicrohttpd: every connection is closed */
     downloads_free(h->downloads);
     free(h->tls_cert);
     free(h->tls_key);

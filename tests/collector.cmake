@@ -135,7 +135,7 @@ set_tests_properties(collector.dashboard PROPERTIES LABELS collector TIMEOUT 300
 # 200 clients that leave mid-download (bounded iotrace-export children,
 # none outliving its client), and 200 connections that send a byte a second
 # while root's requests are answered (tests/http_limits_test.py).
-foreach(scenario downloads slow)
+foreach(scenario downloads slow paths)
   add_test(NAME collector.http_${scenario}
     COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/http_limits_test.py ${scenario}
             $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>

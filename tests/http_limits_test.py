@@ -17,7 +17,14 @@ slow        200 connections of nobody from 127.0.0.2..127.0.0.7 send their
             root's requests from 127.0.0.1 are each answered within 5 s, and
             no slow connection is kept beyond --http-request-timeout.
 
-    http_limits_test.py downloads|slow COLLECTOR AGENT PRODUCER EXPORT
+paths       root's job names files under /scratch/; user nobody asks the
+            default collector (loopback, no --http-users) for everything
+            the API, /metrics and the event stream give of it, and its
+            downloads: no answer contains a path of root's files, the
+            timeline's calls say paths_hidden with a null file, the JSON
+            Lines and SLOG-2 downloads are 403, the statistics are served.
+
+    http_limits_test.py downloads|slow|paths COLLECTOR AGENT PRODUCER EXPORT
 """
 import json
 import os
@@ -282,10 +289,68 @@ def slow(tmp):
         svc.close()
 
 
+# User nobody's script: every document of the job it can get, and whether
+# root's file paths ("/scratch/") are in any; prints {path: [status, leaks]}.
+PATHS_ATTACK = r"""
+import json, socket, sys, urllib.error, urllib.request
+port, job = int(sys.argv[1]), sys.argv[2]
+out = {}
+for path in ("/api/v1/jobs", "/api/v1/status", "/api/v1/nodes", "/metrics",
+             f"/api/v1/jobs/{job}/stats", f"/api/v1/jobs/{job}/series",
+             f"/api/v1/jobs/{job}/timeline?from=0&to=1e9",
+             f"/api/v1/jobs/{job}/download/stats", f"/api/v1/jobs/{job}/download/jsonl",
+             f"/api/v1/jobs/{job}/download/slog2"):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=60) as r:
+            status, body = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        status, body = e.code, e.read()
+    out[path] = [status, b"/scratch/" in body, body.decode(errors="replace") if "timeline" in path else ""]
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(f"GET /api/v1/events?job={job} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+buf = b""
+while b"\n\n" not in buf.split(b"\r\n\r\n", 1)[-1]:
+    buf += s.recv(65536)
+out["/api/v1/events"] = [200, b"/scratch/" in buf, ""]
+print(json.dumps(out))
+"""
+
+
+def paths(tmp):
+    svc = Service(tmp)
+    try:
+        r = subprocess.run([PRODUCER, "--agent", "ipc://" + svc.sock, "--node", "n1", "--job", JOB,
+                            "--batches", "20", "--events-per-batch", "100"],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, f"producer: {r.stderr}")
+        check(until(lambda: json.loads(get(svc.hport, f"/api/v1/jobs/{JOB}/timeline?from=0&to=1e9",
+                                           10)[1]).get("calls"), 60),
+              "the job's calls did not reach the timeline")
+        r = subprocess.run(NOBODY + [sys.executable, "-c", PATHS_ATTACK, str(svc.hport), JOB],
+                           capture_output=True, text=True, timeout=300)
+        check(r.returncode == 0, f"attacker: {r.stderr}")
+        got = json.loads(r.stdout or "{}")
+        leaks = [p for p, (status, leak, _) in got.items() if leak]
+        print(f"user nobody asked for {len(got)} documents of root's job: "
+              f"{', '.join(f'{p.split(JOB)[-1] or p} {st}' for p, (st, _, _) in got.items())}; "
+              f"root's paths in {len(leaks)} of them {leaks}")
+        check(not leaks, f"root's file paths shown to user nobody in {leaks}")
+        tl = json.loads(got.get(f"/api/v1/jobs/{JOB}/timeline?from=0&to=1e9", [0, 0, "{}"])[2])
+        check(tl.get("paths_hidden") is True and tl.get("calls")
+              and all(c["file"] is None for c in tl["calls"]),
+              f"timeline without paths_hidden or with files: {str(tl)[:300]}")
+        want = {"stats": 200, "jsonl": 403, "slog2": 403}
+        for fmt, status in want.items():
+            st = got.get(f"/api/v1/jobs/{JOB}/download/{fmt}", [0])[0]
+            check(st == status, f"{fmt} download for nobody: {st}, expected {status}")
+    finally:
+        svc.close()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="iotrace-http-limits-")
     os.chmod(tmp, 0o755)
-    {"downloads": downloads, "slow": slow}[SCENARIO](tmp)
+    {"downloads": downloads, "slow": slow, "paths": paths}[SCENARIO](tmp)
     return finish(tmp)
 
 

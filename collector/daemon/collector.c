@@ -53,6 +53,7 @@ static char *opt_http_users;
 static char *opt_http_cert;
 static char *opt_http_key;
 static long opt_http_clients = 64;
+static int opt_http_show_paths;
 static long opt_http_request_timeout_s = 10;
 static long opt_http_downloads = 4;
 static long opt_http_downloads_per_client = 2;
@@ -95,6 +96,9 @@ static const struct iot_opt options[] = {
     {"http-key", 0, IOT_OPT_STRING, &opt_http_key, "FILE", "PEM private key for --http-cert"},
     {"http-clients", 0, IOT_OPT_INT, &opt_http_clients, "N",
      "HTTP connections served at once, 1 to 1000 (default 64)"},
+    {"http-show-paths", 0, IOT_OPT_FLAG, &opt_http_show_paths, NULL,
+     "show file paths (timeline, JSON Lines and SLOG-2 downloads) without --http-users too: "
+     "only where every local user may see every other user's paths"},
     {"http-request-timeout", 0, IOT_OPT_INT, &opt_http_request_timeout_s, "SEC",
      "a connection that has not sent a whole request header this long after it connected "
      "(or after its last answer) is closed, however steadily it sends (default 10, 1 to 3600)"},
@@ -1152,6 +1156,7 @@ static int open_http(struct collector *c)
                              .export_tool = export_tool(tool, sizeof tool),
                              .users_file = opt_http_users, .tls_cert = opt_http_cert,
                              .tls_key = opt_http_key, .max_clients = (int)opt_http_clients,
+                             .show_paths = opt_http_show_paths,
                              .request_timeout_s = (int)opt_http_request_timeout_s,
                              .max_downloads = (int)opt_http_downloads,
                              .max_downloads_per_client = (int)opt_http_downloads_per_client,

@@ -596,7 +596,10 @@ fail:
 int http_serve(struct http *h, struct live *l, char *err, size_t errlen)
 {
     h->live = l;
-    h->site = (struct http_site){.live = l, .web_root = h->cfg.web_root, .chart_js = h->cfg.chart_js};
+    /* Only a password file tells requests apart by user; until then no
+     * request sees file paths unless the host's users may see each other's. */
+    h->site = (struct http_site){.live = l, .web_root = h->cfg.web_root, .chart_js = h->cfg.chart_js,
+                                 .hide_paths = !h->n_users && !h->cfg.show_paths};
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_ERROR_LOG | (h->tls_cert ? MHD_USE_TLS : 0);
     struct MHD_OptionItem tls[] = {

@@ -19,6 +19,7 @@ struct http_config {
     const char *users_file; /* "user:crypt-hash" lines; NULL: no password */
     const char *tls_cert, *tls_key; /* PEM files; NULL: plain HTTP */
     int max_clients;
+    int show_paths; /* file paths to unauthenticated requests too */
     int request_timeout_s; /* to a complete request header, however it trickles */
     int max_downloads, max_downloads_per_client; /* iotrace-export children at once */
     uint64_t download_memory; /* address space of each, bytes; 0: unbounded */

@@ -279,7 +279,19 @@ static int timeline(const struct http_site *site, const struct target *t, const 
     if (cursor_arg(t, &since) < 0)
         return http_reply_error(r, 400, "since is the cursor of an earlier answer");
     json_t *doc = live_job_timeline(site->live, job, from, to, since, &status);
-    return status == 404 ? http_reply_error(r, 404, "no job '%s'", job) : reply_json(r, 200, doc);
+    if (status == 404) {
+        json_decref(doc);
+        return http_reply_error(r, 404, "no job '%s'", job);
+    }
+    if (doc && site->hide_paths) {
+        json_t *call;
+        size_t i;
+        json_array_foreach(json_object_get(doc, "calls"), i, call)
+            json_object_set_new(call, "file", json_null());
+    }
+    if (doc)
+        json_object_set_new(doc, "paths_hidden", json_boolean(site->hide_paths));
+    return reply_json(r, 200, doc);
 }
 
 static int download(const struct http_site *site, const char *job, const char *format,
@@ -291,6 +303,12 @@ static int download(const struct http_site *site, const char *job, const char *f
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
         if (strcmp(format, formats[i]) != 0)
             continue;
+        /* JSON Lines and SLOG-2 name every file; the statistics none. */
+        if (site->hide_paths && strcmp(format, "stats") != 0)
+            return http_reply_error(r, 403,
+                                    "the %s download has file paths, which unauthenticated "
+                                    "requests do not get (--http-users, --http-show-paths)",
+                                    format);
         r->kind = HTTP_REPLY_DOWNLOAD;
         r->status = 200;
         r->format = formats[i];

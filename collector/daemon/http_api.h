@@ -14,6 +14,10 @@ struct http_site {
     struct live *live;
     const char *web_root; /* the dashboard's files */
     const char *chart_js; /* served as /vendor/chart.js */
+    /* The requests cannot be told apart by user (loopback without
+     * --http-users): no file paths, which would show any local user the
+     * paths of every other user's jobs (docs/http-api.md, Access). */
+    int hide_paths;
 };
 
 enum http_reply_kind {

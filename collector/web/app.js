@@ -11,7 +11,7 @@ let selected = new URLSearchParams(location.search).get("job");
 let source = null;
 let lastStatus = null;
 let charts = {};
-let timeline = null; // what is drawn: {from_s, to_s, calls, disk_ops, pairs}, for clicks
+let timeline = null; // what is drawn: {from_s, to_s, paths_hidden, calls, disk_ops, pairs}, for clicks
 let boxes = [];      // drawn calls: {x0, x1, y0, y1, call}
 let tl = null;       // the timeline as fetched: cursor, origin and items by id
 let series = null;   // the job's series as streamed: origin, servers, rows by second
@@ -210,7 +210,7 @@ function mergeTimeline(doc) {
   const inWindow = (x) => x.end_s >= doc.from_s && x.start_s <= doc.to_s;
   for (const [id, x] of tl.calls) if (!inWindow(x)) tl.calls.delete(id);
   for (const [id, x] of tl.disk) if (!inWindow(x)) tl.disk.delete(id);
-  return { from_s: doc.from_s, to_s: doc.to_s, calls: [...tl.calls.values()],
+  return { from_s: doc.from_s, to_s: doc.to_s, paths_hidden: doc.paths_hidden, calls: [...tl.calls.values()],
     disk_ops: [...tl.disk.values()], pairs: [...tl.pairs.values()] };
 }
 
@@ -359,7 +359,7 @@ function showCall(c) {
   const ops = timeline.disk_ops.filter((d) => ids.has(d.id));
   const lines = [
     `${c.func}  CallID=${c.callid}  rank ${c.rank} on ${c.node}`,
-    `file ${c.file}  offset ${c.offset}  bytes ${c.bytes}  ${secs(c.end_s - c.start_s)}`,
+    `file ${c.file ?? (timeline.paths_hidden ? "(hidden)" : "unknown")}  offset ${c.offset}  bytes ${c.bytes}  ${secs(c.end_s - c.start_s)}`,
     `${ops.length} disk operation${ops.length === 1 ? "" : "s"}:`,
     ...ops.map((d) => `  ${d.func} on ${d.server} (tid ${d.tid})  offset ${d.offset}  bytes ${d.bytes}  ${secs(d.end_s - d.start_s)}`),
   ];

@@ -365,7 +365,9 @@ def main():
     busy = BusyCores()
     try:
         busy.__enter__()
-        dep.start_collector("--http", f"127.0.0.1:{hport}", "--job-idle", "9000")
+        # Its downloads are compared with iotrace-export byte for byte, file
+        # paths included.
+        dep.start_collector("--http", f"127.0.0.1:{hport}", "--job-idle", "9000", "--http-show-paths")
         dep.start_agent()
         vol = Volume(bins, dep, "distribute", 2)
         driver = start_browser(dep, hport)

@@ -348,6 +348,39 @@ static int teardown(void **state)
     return 0;
 }
 
+/* A site that cannot tell its requests apart by user (loopback without
+ * --http-users) shows no file path: the timeline's calls have a null file
+ * and say paths_hidden, the downloads that name files are a 403, the
+ * statistics (which name none) are served; without hide_paths the calls
+ * have their paths. */
+static void test_hidden_paths(void **state)
+{
+    (void)state;
+    json_t *doc = get_json("/api/v1/jobs/jobS/timeline?from=0&to=1e6", 200, NULL);
+    json_t *c;
+    size_t i, with_path = 0;
+    assert_true(json_is_false(json_object_get(doc, "paths_hidden")));
+    json_array_foreach(json_object_get(doc, "calls"), i, c)
+        with_path += json_is_string(json_object_get(c, "file"));
+    assert_true(with_path > 0);
+    json_decref(doc);
+
+    site.hide_paths = 1;
+    doc = get_json("/api/v1/jobs/jobS/timeline?from=0&to=1e6", 200, NULL);
+    assert_true(json_is_true(json_object_get(doc, "paths_hidden")));
+    assert_true(json_array_size(json_object_get(doc, "calls")) > 0);
+    json_array_foreach(json_object_get(doc, "calls"), i, c)
+        assert_true(json_is_null(json_object_get(c, "file")));
+    json_decref(doc);
+    expect_error("/api/v1/jobs/jobS/download/jsonl", 403, "file paths");
+    expect_error("/api/v1/jobs/jobS/download/slog2", 403, "file paths");
+    struct http_reply r;
+    get("GET", "/api/v1/jobs/jobS/download/stats", 200, &r);
+    assert_int_equal(r.kind, HTTP_REPLY_DOWNLOAD);
+    http_reply_free(&r);
+    site.hide_paths = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_bad_targets),
         cmocka_unit_test(test_static_files),
         cmocka_unit_test(test_documents),
+        cmocka_unit_test(test_hidden_paths),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -187,7 +187,10 @@ class Service:
 
 
 def downloads(tmp):
-    svc = Service(tmp, "--http-downloads", str(DOWNLOADS), "--http-download-memory", str(MEMORY))
+    # --http-show-paths: JSON Lines and SLOG-2 are served to requests
+    # without a user too, and so all three formats are bounded here.
+    svc = Service(tmp, "--http-downloads", str(DOWNLOADS), "--http-download-memory", str(MEMORY),
+                  "--http-show-paths")
     try:
         r = subprocess.run([PRODUCER, "--agent", "ipc://" + svc.sock, "--node", "n1", "--job", JOB,
                             "--batches", "400", "--events-per-batch", "1000"],

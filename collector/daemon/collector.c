@@ -100,7 +100,7 @@ static const struct iot_opt options[] = {
      "show file paths (timeline, JSON Lines and SLOG-2 downloads) without --http-users too: "
      "only where every local user may see every other user's paths"},
     {"http-request-timeout", 0, IOT_OPT_INT, &opt_http_request_timeout_s, "SEC",
-     "a connection that has not sent a whole request header this long after it connected "
+     "a connection that has not sent a whole request this long after it connected "
      "(or after its last answer) is closed, however steadily it sends (default 10, 1 to 3600)"},
     {"http-downloads", 0, IOT_OPT_INT, &opt_http_downloads, "N",
      "downloads (iotrace-export children) at once, 1 to 1000 (default 4); beyond, 503 with "

@@ -413,15 +413,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_NO;
     if (!q->started) { /* headers only so far: wait for the (empty) body */
         q->started = 1;
-        struct guarded *g = guarded_of(c);
-        if (g)
-            http_guard_request(h->guard, g);
         return MHD_YES;
     }
     if (*upload_size) {
         *upload_size = 0; /* a read-only API: bodies are ignored */
         return MHD_YES;
     }
+    /* The whole request is in, body included: a body sent a byte a second
+     * counts against the request timeout like a header. */
+    struct guarded *g = guarded_of(c);
+    if (g)
+        http_guard_request(h->guard, g);
     const char *user;
     if (!authorised(h, c, &user)) {
         const char *page = "{\"error\":\"authentication required\",\"status\":401}";

@@ -20,7 +20,7 @@ struct http_config {
     const char *tls_cert, *tls_key; /* PEM files; NULL: plain HTTP */
     int max_clients;
     int show_paths; /* file paths to unauthenticated requests too */
-    int request_timeout_s; /* to a complete request header, however it trickles */
+    int request_timeout_s; /* to a complete request, however it trickles */
     int max_downloads, max_downloads_per_client; /* iotrace-export children at once */
     uint64_t download_memory; /* address space of each, bytes; 0: unbounded */
 };

@@ -17,7 +17,7 @@
 struct guarded {
     struct guarded *prev, *next;
     int fd;
-    int waiting;      /* no complete request header yet */
+    int waiting;      /* no complete request yet */
     int64_t since_ns; /* CLOCK_MONOTONIC since it waits */
     char addr[64];
 };

@@ -1,5 +1,5 @@
 /* Connections that do not send their request in time (docs/http-api.md,
- * Access): a connection waiting for a complete request header (a new one,
+ * Access): a connection waiting for a complete request (a new one,
  * or a kept-alive one between requests) is closed after the request
  * timeout, however steadily it trickles bytes, and such connections hold
  * at most a share of the server's connections: when a new one would exceed
@@ -24,7 +24,7 @@ void http_guard_stop(struct http_guard *g);
 /* A connection was accepted (fd, its address as text): it waits for its
  * request from now on.  NULL when out of memory (then it is not guarded). */
 struct guarded *http_guard_open(struct http_guard *g, int fd, const char *addr);
-/* Its request header is complete / its request was answered, and it waits
+/* Its request is complete (header and body) / it was answered, and it waits
  * for the next one. */
 void http_guard_request(struct http_guard *g, struct guarded *c);
 void http_guard_waiting(struct http_guard *g, struct guarded *c);

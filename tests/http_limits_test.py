@@ -13,7 +13,8 @@ downloads   200 clients of nobody, from six loopback addresses, ask for
             bounded; afterwards root's downloads are complete, byte for byte
             iotrace-export's.
 slow        200 connections of nobody from 127.0.0.2..127.0.0.7 send their
-            request a byte a second (and reconnect when closed); meanwhile
+            request a byte a second, half of them a whole header at once
+            and then a body a byte a second (and reconnect when closed); meanwhile
             root's requests from 127.0.0.1 are each answered within 5 s, and
             no slow connection is kept beyond --http-request-timeout.
 
@@ -90,6 +91,8 @@ SLOW_ATTACK = r"""
 import json, socket, sys, threading, time
 port, n, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 req = b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 200 + b"\r\n\r\n"
+# Half of them send a whole header at once and then a body a byte a second.
+post = b"POST /api/v1/status HTTP/1.1\r\nHost: x\r\nContent-Length: 230\r\n\r\n"
 end = time.time() + seconds
 lived, opened, lock = [0.0], [0], threading.Lock()
 def one(i):
@@ -101,7 +104,9 @@ def one(i):
             s.connect(("127.0.0.1", port))
             with lock:
                 opened[0] += 1
-            for b in req:
+            if i % 2:
+                s.sendall(post)
+            for b in req[:230]:
                 if time.time() >= end:
                     break
                 s.sendall(bytes([b]))

@@ -11,7 +11,8 @@ downloads   200 clients of nobody, from six loopback addresses, ask for
             own process group with --http-download-memory as its address
             space; the memory of the collector and its children stays
             bounded; afterwards root's downloads are complete, byte for byte
-            iotrace-export's.
+            iotrace-export's.  With 16M for the exporter a JSON Lines
+            download ends cut short and an SLOG-2 one is a 500.
 slow        200 connections of nobody from 127.0.0.2..127.0.0.7 send their
             request a byte a second, half of them a whole header at once
             and then a body a byte a second (and reconnect when closed); meanwhile
@@ -27,6 +28,7 @@ paths       root's job names files under /scratch/; user nobody asks the
 
     http_limits_test.py downloads|slow|paths COLLECTOR AGENT PRODUCER EXPORT
 """
+import http.client
 import json
 import os
 import socket
@@ -259,6 +261,20 @@ def downloads(tmp):
             check(status == 200 and body == cli, f"root's {fmt} download after the attack: "
                   f"{status}, {len(body)} bytes, iotrace-export {len(cli)}")
         print("root's downloads after the attack: complete, as iotrace-export")
+    finally:
+        svc.close()
+    # An export beyond its memory fails, and its download is never whole.
+    svc = Service(tmp, "--http-download-memory", "16M", "--http-show-paths")
+    try:
+        try:
+            status, body = get(svc.hport, f"/api/v1/jobs/{JOB}/download/jsonl", 120)
+            cut = f"{status}, {len(body)} bytes, whole"
+        except http.client.IncompleteRead as e:
+            cut = f"cut after {len(e.partial)} bytes"
+        check("whole" not in cut, f"jsonl with 16M for iotrace-export: {cut}")
+        status, body = get(svc.hport, f"/api/v1/jobs/{JOB}/download/slog2", 120)
+        check(status == 500, f"slog2 with 16M for iotrace-export: {status}, {len(body)} bytes")
+        print(f"--http-download-memory 16M: JSON Lines {cut}, SLOG-2 {status}")
     finally:
         svc.close()
 

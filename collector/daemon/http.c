@@ -202,11 +202,13 @@ static enum MHD_Result download(struct http *h, struct MHD_Connection *c, const 
         unlink(path);
         if (rc == 1) /* the client left */
             return MHD_NO;
-        if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+        /* A child that failed (out of --http-download-memory, say) may have
+         * left half a file: never served as a whole one. */
+        if (rc != 0 || fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
             if (fd >= 0)
                 close(fd);
             return send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
-                              "iotrace-export --slog2 wrote nothing for job '%s'", job);
+                              "iotrace-export --slog2 failed for job '%s'", job);
         }
         r = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
         if (!r)

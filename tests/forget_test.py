@@ -39,6 +39,14 @@ def get(port, path):
         return json.loads(r.read())
 
 
+def up(port):
+    """The HTTP server answers: the agent's socket may be there before it."""
+    try:
+        return get(port, "/api/v1/status")
+    except OSError:  # refused, reset (urllib.error.URLError is one)
+        return None
+
+
 def forgotten(j):
     """Finished, and out of memory but for its summary line.
 
@@ -67,7 +75,7 @@ def main():
                           "--node", "n1", "--state-dir", "none"], stderr=log)
     try:
         until(lambda: os.path.exists(sock[6:]), 20)
-        until(lambda: get(hport, "/api/v1/status"), 20)
+        until(lambda: up(hport), 20)
         for name, rank, batches in (("holder", 0, 1), ("early", 1, 20)):
             subprocess.run([PRODUCER, "--agent", sock, "--node", "n1", "--job", name, "--rank",
                             str(rank), "--batches", str(batches), "--events-per-batch", "500",

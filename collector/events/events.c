@@ -907,7 +907,10 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
          * event pass counts it. */
         if (gives_clock(b))
             body = iot_wire_body(b, why, sizeof why);
-        uint32_t node = xp_intern(&r->d->nodes, b->producer->node);
+        /* The node its events will be labelled with: the forwarding
+         * agent's, not the one a producer names (--clock lists no node
+         * that only a producer's claim made up). */
+        uint32_t node = xp_intern(&r->d->nodes, iot_wire_clock_node(b));
         if (node == UINT32_MAX || ensure_clocks(r->d) < 0 || note_producer(r, b) < 0 ||
             (body && add_samples(r->d, node, body) < 0))
             rc = iot_fail(r->err, r->errlen, "out of memory");

@@ -74,7 +74,7 @@ struct agent {
     int intake_open;
     int stopping;
     int64_t drain_deadline;
-    int full_logged;
+    int full_logged, risk_logged;
 };
 
 /* "5s", "500ms", "2m", "1h", or a bare number of seconds such as "0.5". */
@@ -399,13 +399,30 @@ static int start(struct agent *a)
     return 0;
 }
 
+/* Whether batches may be taken from producers: not when the tally is full,
+ * nor when the disk refuses the spool and its reserve has no slot left (a
+ * batch taken then would be held in memory only, its loss uncounted if the
+ * agent died; in the socket, the producer counts a failed send). */
+static int may_take(const struct agent *a)
+{
+    return !tally_full(&a->intake.tally) && !(a->journal_open && journal_at_risk(&a->journal));
+}
+
 /* Full, the agent keeps reading and counts each batch's events in its
  * tally (tally.h), stored as drop records in the store's reserve; only when
  * the tally is full too does it stop reading, and producers' own sends fail
  * and are counted there. */
 static void note_backpressure(struct agent *a)
 {
-    int full = spool_full(&a->spool) ? 1 + tally_full(&a->intake.tally) : 0;
+    int risk = a->journal_open && journal_at_risk(&a->journal);
+    if (risk && !a->risk_logged)
+        iot_err("the disk refuses the spool in %s and its reserve is full: not reading from "
+                "producers until the collector acknowledges or the disk has room",
+                a->spool_dir);
+    else if (!risk && a->risk_logged)
+        iot_info("the spool in %s may take batches again", a->spool_dir);
+    a->risk_logged = risk;
+    int full = !risk && spool_full(&a->spool) ? 1 + tally_full(&a->intake.tally) : 0;
     if (full > a->full_logged && a->full_logged == 0)
         iot_warn("pending store full (%zu batches, %llu bytes): batches are kept as counts of "
                  "their events, stored as drop records (agent_full), until the collector "
@@ -424,11 +441,11 @@ static void note_backpressure(struct agent *a)
 static int take_from_producers(struct agent *a, int limit)
 {
     int i = 0;
-    for (; i < limit && !tally_full(&a->intake.tally); i++)
+    for (; i < limit && may_take(a); i++)
         if (intake_take(&a->intake, &a->spool, &a->stats) <= 0)
             break;
     note_backpressure(a);
-    return i == limit || tally_full(&a->intake.tally);
+    return i == limit || !may_take(a);
 }
 
 /* Stop accepting: what producers already queued in the socket is still
@@ -493,7 +510,7 @@ static int run(struct agent *a)
         int n = 0;
         items[n++] = (zmq_pollitem_t){.fd = a->sigfd, .events = ZMQ_POLLIN};
         int intake_at = -1;
-        if (a->intake_open && !tally_full(&a->intake.tally)) {
+        if (a->intake_open && may_take(a)) {
             intake_at = n;
             items[n++] = (zmq_pollitem_t){.socket = a->intake.sock, .events = ZMQ_POLLIN};
         }
@@ -545,7 +562,7 @@ static void finish(struct agent *a)
     if (a->stopping) {
         size_t memory_only = 0;
         for (struct spool_entry *e = a->spool.head; e; e = e->next)
-            memory_only += !e->seg;
+            memory_only += !e->seg && !e->slot; /* a slot's drop record counts it */
         if (a->spool.count == 0)
             iot_info("all batches acknowledged");
         else if (memory_only)

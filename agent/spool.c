@@ -45,14 +45,14 @@ void spool_free(struct spool *s)
 
 int spool_full(const struct spool *s)
 {
-    return s->bytes >= s->max_bytes ||
+    return s->bytes >= s->max_bytes || (s->journal && journal_at_risk(s->journal)) ||
            (s->journal && s->journal->disk_bytes >= s->max_bytes + s->max_bytes / 4);
 }
 
 int spool_reserve_full(const struct spool *s)
 {
     uint64_t reserve = s->max_bytes / 8;
-    return s->bytes >= s->max_bytes + reserve ||
+    return s->bytes >= s->max_bytes + reserve || (s->journal && journal_at_risk(s->journal)) ||
            (s->journal && s->journal->disk_bytes >= s->max_bytes + s->max_bytes / 4 + reserve);
 }
 
@@ -146,6 +146,7 @@ static struct spool_entry *make_entry(const char *key, uint64_t epoch, uint64_t 
     e->sent = 0;
     e->sends = 0;
     e->seg = 0;
+    e->slot = 0;
     e->hash = hash_id(key, epoch, seq);
     return e;
 }
@@ -186,12 +187,13 @@ int spool_push_tail(struct spool *s, const char *key, uint64_t epoch, uint64_t s
 }
 
 int spool_restore(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
-                  const void *data, size_t len, uint64_t seg)
+                  const void *data, size_t len, uint64_t seg, uint32_t slot)
 {
     struct spool_entry *e = make_entry(key, epoch, seq, data, len, NULL, 0);
     if (!e)
         return -1;
     e->seg = seg;
+    e->slot = slot;
     insert(s, e);
     return 0;
 }

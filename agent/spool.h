@@ -20,6 +20,7 @@ struct spool_entry {
     int sent;
     unsigned sends; /* times forwarded, over all sessions */
     uint64_t seg;   /* its spool segment on disk (journal.h), 0 if none */
+    uint32_t slot;  /* 1 + its slot in the journal's reserve, 0 if none */
     size_t len;
     uint8_t *data; /* the batch as received, points into this allocation */
     char key[];    /* iot_wire_producer_key() */
@@ -71,9 +72,10 @@ int spool_push_tail(struct spool *s, const char *key, uint64_t epoch, uint64_t s
 /* Bytes held for the batches of local user `uid`. */
 uint64_t spool_user_bytes(const struct spool *s, uint32_t uid);
 
-/* A batch read back from spool segment `seg` at start (not written again). */
+/* A batch read back from spool segment `seg` or reserve slot `slot`
+ * (journal.h) at start (not written again). */
 int spool_restore(struct spool *s, const char *key, uint64_t epoch, uint64_t seq,
-                  const void *data, size_t len, uint64_t seg);
+                  const void *data, size_t len, uint64_t seg, uint32_t slot);
 
 /* The next batch to send in this session, or NULL if all are in flight. */
 struct spool_entry *spool_next_unsent(const struct spool *s);

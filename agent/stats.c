@@ -20,11 +20,16 @@ void stats_log(const struct agent_stats *st, const struct spool *sp, int force)
         snprintf(offset, sizeof offset, "%lld", (long long)st->clock_offset_ns);
         snprintf(rtt, sizeof rtt, "%llu", (unsigned long long)st->clock_rtt_ns);
     }
-    char spool[96] = "spool=memory";
+    char spool[192] = "spool=memory";
     if (sp->journal)
-        snprintf(spool, sizeof spool, "spool_bytes=%llu spool_errors=%llu",
+        snprintf(spool, sizeof spool,
+                 "spool_bytes=%llu spool_errors=%llu spool_reserved=%llu spool_at_risk=%llu "
+                 "spool_damaged=%llu",
                  (unsigned long long)sp->journal->disk_bytes,
-                 (unsigned long long)sp->journal->write_errors);
+                 (unsigned long long)sp->journal->write_errors,
+                 (unsigned long long)sp->journal->reserved,
+                 (unsigned long long)sp->journal->at_risk,
+                 (unsigned long long)sp->journal->damaged_records);
     iot_info("stats: received=%llu invalid=%llu over_quota=%llu store_full=%llu discarded=%llu "
              "forwarded=%llu resent=%llu "
              "acked=%llu duplicate=%llu rejected=%llu pending=%zu pending_bytes=%llu %s "

@@ -204,15 +204,10 @@ int tally_add(struct tally *t, const char *key, int64_t uid, const iot_batch *b,
     return 0;
 }
 
-/* The entry as a batch of drop records in the store; -1 (entry kept) when
- * it cannot be encoded or memory is short. */
-static int store(struct tally_entry *e, struct spool *sp)
+/* The entry as a batch of drop records (without its tail), in a new
+ * buffer; -1 when it cannot be encoded or memory is short. */
+static int encode_entry(const struct tally_entry *e, uint8_t **out, size_t *len)
 {
-    int empty = e->n_files == 0 && e->made_through == 0;
-    for (int r = 0; r < REASONS; r++)
-        empty &= e->counts[r] == 0;
-    if (empty) /* a failed first add: nothing to say */
-        return 0;
     Iotrace__Producer *prod = iotrace__producer__unpack(NULL, e->producer_len, e->producer);
     Iotrace__FileName **files = malloc((e->n_files ? e->n_files : 1) * sizeof *files);
     if (!prod || !files) {
@@ -240,17 +235,76 @@ static int store(struct tally_entry *e, struct spool *sp)
     body.files = files;
     body.n_files = e->n_files;
     body.made_through = e->made_through;
-    uint8_t *out = NULL;
-    size_t len = 0;
     char err[160];
-    int rc = iot_wire_encode(prod, e->epoch, e->seq, &body, &out, &len, err, sizeof err);
+    int rc = iot_wire_encode(prod, e->epoch, e->seq, &body, out, len, err, sizeof err);
     if (rc < 0)
         iot_warn("cannot encode the drop records of %s: %s", e->key, err);
-    else
-        rc = spool_push_tail(sp, e->key, e->epoch, e->seq, out, len, e->tail, e->tail_len);
-    free(out);
     free(files);
     iotrace__producer__free_unpacked(prod, NULL);
+    return rc;
+}
+
+static int empty_entry(const struct tally_entry *e)
+{
+    int empty = e->n_files == 0 && e->made_through == 0;
+    for (int r = 0; r < REASONS; r++)
+        empty &= e->counts[r] == 0;
+    return empty;
+}
+
+/* The entry as a batch of drop records in the store; -1 (entry kept) when
+ * it cannot be encoded or memory is short. */
+static int store(struct tally_entry *e, struct spool *sp)
+{
+    if (empty_entry(e)) /* a failed first add: nothing to say */
+        return 0;
+    uint8_t *out = NULL;
+    size_t len = 0;
+    int rc = encode_entry(e, &out, &len);
+    if (rc == 0)
+        rc = spool_push_tail(sp, e->key, e->epoch, e->seq, out, len, e->tail, e->tail_len);
+    free(out);
+    return rc;
+}
+
+int tally_drop_batch(const char *key, const iot_batch *b, const iot_body *body, int reason,
+                     uint64_t made_through, int keep_files, uint8_t **out, size_t *len)
+{
+    uint8_t tail[IOT_WIRE_VIA_MAX + 3 + IOT_WIRE_SENDER_MAX];
+    size_t tail_len = b->via && b->via[0] ? iot_wire_via_field(b->via, tail) : 0;
+    if (b->sender)
+        tail_len += iot_wire_sender_field(b->sender, tail + tail_len);
+    /* A tally of its own, for this one batch: the same drop records a full
+     * agent would have made of it. */
+    struct tally t;
+    tally_init(&t, UINT64_MAX);
+    iot_body none = IOTRACE__BODY__INIT;
+    int rc = tally_add(&t, key, -1, b, body ? body : &none, reason, tail, tail_len, iot_mono_ns());
+    if (rc == 0) {
+        struct tally_entry *e = t.head;
+        if (!body) { /* only the envelope is sound: what it says it carried */
+            e->counts[reason < REASONS ? reason : 0] += b->event_count;
+            e->made_through = made_through;
+        }
+        if (!keep_files) {
+            for (size_t i = 0; i < e->n_files; i++)
+                free(e->files[i].path);
+            e->n_files = 0;
+        }
+        uint8_t *enc = NULL;
+        size_t n = 0;
+        rc = encode_entry(e, &enc, &n);
+        uint8_t *all = rc == 0 ? realloc(enc, n + tail_len) : NULL;
+        if (all) {
+            memcpy(all + n, tail, tail_len);
+            *out = all;
+            *len = n + tail_len;
+        } else {
+            free(enc);
+            rc = -1;
+        }
+    }
+    tally_free(&t);
     return rc;
 }
 

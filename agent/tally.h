@@ -67,4 +67,14 @@ int tally_has(const struct tally *t, const char *key);
 size_t tally_flush(struct tally *t, const char *key, struct spool *sp, int64_t now_mono_ns,
                    int force);
 
+/* One batch `b` of producer `key` (its body decoded, or NULL when only its
+ * envelope can be read: then its event_count is counted, with the running
+ * total `made_through`, 0 if not known) as a batch of drop records under
+ * `reason`, with its via and sender: a new buffer in *out,
+ * ready for the store, which the caller frees.  Without keep_files the
+ * file names it carried are left out (to fit a small record).  -1 when it
+ * cannot be encoded or memory is short. */
+int tally_drop_batch(const char *key, const iot_batch *b, const iot_body *body, int reason,
+                     uint64_t made_through, int keep_files, uint8_t **out, size_t *len);
+
 #endif

@@ -71,3 +71,17 @@ if(TARGET iotrace-collector)
   set_tests_properties(agent.other_users PROPERTIES TIMEOUT 120 LABELS agent SKIP_RETURN_CODE 77
                        ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
 endif()
+
+# The spool against a full disk (a 256 KiB tmpfs) and a damaged byte, the
+# producers run as user nobody, the agent killed (-9): every event stored or
+# counted.
+if(TARGET iotrace-collector)
+  foreach(case full_disk damaged)
+    add_test(NAME agent.spool_${case}
+             COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/spool_integrity_test.py ${case}
+                     $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+                     $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>)
+    set_tests_properties(agent.spool_${case} PROPERTIES TIMEOUT 300 LABELS agent SKIP_RETURN_CODE 77
+                         ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
+  endforeach()
+endif()

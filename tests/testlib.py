@@ -1,9 +1,13 @@
 """What the Python test scripts and benchmarks share: failures collected
 and printed as they happen, a free loopback port, waiting for a condition,
-the end of a test's processes and directory, CPU time per thread."""
+the end of a test's processes and directory, CPU time per thread, a store's
+events counted per job and drop reason."""
+import collections
+import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import time
 
@@ -52,6 +56,28 @@ def until(what, timeout):
             return v
         time.sleep(0.1)
     return what()
+
+
+def store_counts(export, store, done, timeout):
+    """Events per (job, drop reason or False) in a store, read with
+    iotrace-export --jsonl until done(counts) or timeout seconds have
+    passed; returns the last counts."""
+    got = collections.Counter()
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = subprocess.run([export, "--store", store, "--jsonl", "-"], capture_output=True, text=True)
+        got = collections.Counter()
+        for e in map(json.loads, r.stdout.splitlines()):
+            got[(e["job"], e["kind"] == "drop" and e["reason"])] += e["dropped"] if e["kind"] == "drop" else 1
+        if done(got):
+            break
+        time.sleep(0.3)
+    return got
+
+
+def job_total(got, job):
+    """Events of job `job` in store_counts(), stored or counted."""
+    return sum(n for (j, _), n in got.items() if j == job)
 
 
 def thread_stats(pid):

@@ -16,7 +16,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testlib import check, failures, free_port  # noqa: E402
+from testlib import check, failures, free_port, job_total, store_counts  # noqa: E402
 
 COLLECTOR, AGENT, PRODUCER, EXPORT, SERVER_DEMO = sys.argv[1:6]
 NOBODY = 65534
@@ -60,16 +60,7 @@ class Node:
 
     def counts(self, done):
         """Events per (job, drop reason or False), once done(counts) or after 30 s."""
-        got = collections.Counter()
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            r = subprocess.run([EXPORT, "--store", self.store, "--jsonl", "-"], capture_output=True, text=True)
-            got = collections.Counter()
-            for e in map(json.loads, r.stdout.splitlines()):
-                got[(e["job"], e["kind"] == "drop" and e["reason"])] += e["dropped"] if e["kind"] == "drop" else 1
-            if done(got):
-                break
-            time.sleep(0.3)
+        got = store_counts(EXPORT, self.store, done, 30)
         time.sleep(0.5)
         return got
 
@@ -82,10 +73,6 @@ class Node:
                 p.terminate()
                 p.wait()
         self.log.close()
-
-
-def job_total(got, job):
-    return sum(n for (j, _), n in got.items() if j == job)
 
 
 def quota(tmp):

@@ -308,23 +308,37 @@ def damaged_copy(tmp, store, name, offset, xor):
 
 
 def check_damage(tmp, store):
+    """One bad record costs that record: exports read everything else, say
+    where and how much was skipped, and exit 3; the collector starts on the
+    store, reporting it; --verify names it."""
     bad = damaged_copy(tmp, store, "crc", 16 + 24 + 3, 0x01)
-    expect_fail([EXPORT, "--store", bad, "--jsonl", "-"], 1,
-                "segment-00000001.iots: CRC mismatch", "damaged payload")
+    r = run([EXPORT, "--store", bad, "--jsonl", "-"])
+    good = run([EXPORT, "--store", store, "--jsonl", "-"])
+    check(r.returncode == 3 and "segment-00000001.iots: CRC mismatch" in r.stderr and "at offset 16" in r.stderr
+          and "1 damaged records skipped" in r.stderr,
+          f"damaged payload: rc {r.returncode}, stderr {r.stderr!r}")
+    check(0 < len(r.stdout.splitlines()) < len(good.stdout.splitlines()),
+          f"damaged payload: {len(r.stdout.splitlines())} rows of {len(good.stdout.splitlines())}")
     r = run([EXPORT, "--store", bad, "--list-jobs"])
-    check("at offset 16" in r.stderr, f"damage offset not reported: {r.stderr!r}")
-    expect_fail([COLLECTOR, "--listen", f"tcp://127.0.0.1:{free_port()}", "--http", "off", "--store", bad], 1,
-                "at offset 16", "collector on a damaged store")
+    check(r.returncode == 3 and "at offset 16" in r.stderr, f"damage offset not reported: {r.stderr!r}")
+    c = Collector(["--listen", f"tcp://127.0.0.1:{free_port()}", "--http", "off", "--store", bad],
+                  os.path.join(tmp, "damaged-collector.log"))
+    check(c.wait_listening() and "at offset 16" in c.text(),
+          "the collector did not start on a store with a damaged record, or did not say so:\n" + c.text())
+    check(c.stop(signal.SIGTERM) == 0, "collector on a damaged store: " + c.text())
     bad = damaged_copy(tmp, store, "magic", 0, 0x20)
-    expect_fail([EXPORT, "--store", bad, "--list-jobs"], 1, "bad file magic", "bad file magic")
-    # --verify reads everything: the damaged copy fails at the CRC, the
+    r = run([EXPORT, "--store", bad, "--list-jobs"])
+    check(r.returncode == 3 and "bad file magic" in r.stderr and r.stdout,
+          f"bad file magic: rc {r.returncode}, stderr {r.stderr!r}")
+    # --verify reads everything: the damaged copy has a bad CRC, the
     # store itself holds the one batch whose body does not decode.
     r = run([EXPORT, "--store", os.path.join(tmp, "crc"), "--verify"])
     check(r.returncode == 1 and "damage " in r.stdout and "CRC mismatch" in r.stdout
-          and "verdict damaged" in r.stdout, f"--verify of a damaged store: {r.stdout!r}")
+          and "damaged_records 1" in r.stdout and "verdict damaged" in r.stdout,
+          f"--verify of a damaged store: {r.stdout!r}")
     r = run([EXPORT, "--store", store, "--verify"])
     want = ["batches 86", "unreadable_batches 1", "unreadable_events 3", "end complete",
-            "verdict damaged"]
+            "manifest yes", "verdict damaged"]
     check(r.returncode == 1 and all(w in r.stdout.splitlines() for w in want),
           f"--verify of the test store: rc {r.returncode} {r.stdout!r}")
     # The last segment cut short (no collector holds the store): what is
@@ -336,7 +350,7 @@ def check_damage(tmp, store):
         last = os.path.join(bad, segments(bad)[-1])
         os.truncate(last, os.path.getsize(last) + cut if cut < 0 else cut)
         r = run([EXPORT, "--store", bad, "--list-jobs"])
-        check(r.returncode == 0 and what in r.stderr and "a crash or a truncation" in r.stderr,
+        check(r.returncode == 3 and what in r.stderr and "a crash or a truncation" in r.stderr,
               f"{name}: rc {r.returncode}, stderr {r.stderr!r}")
         r = run([EXPORT, "--store", bad, "--verify"])
         check(r.returncode == 1 and f"end {segments(bad)[-1]} cut at offset" in r.stdout

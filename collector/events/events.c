@@ -949,7 +949,7 @@ int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t re
 int xp_read_clocks(const char *dir, struct xp_data *d, char *err, size_t errlen)
 {
     struct reader r = {d, NULL, NULL, err, errlen, NULL, 0, UINT32_MAX};
-    if (iot_store_scan(dir, on_clock_batch, &r, err, errlen) != 0)
+    if (iot_store_scan_info(dir, on_clock_batch, &r, &d->store_info, err, errlen) != 0)
         return -1;
     for (size_t i = 0; i < d->n_clocks; i++)
         iot_clockmap_finish(&d->clocks[i].map);
@@ -961,7 +961,7 @@ int xp_read_store_batches(const char *dir, struct xp_data *d, uint32_t job, xp_s
                           xp_batch_done done, void *ctx, char *err, size_t errlen)
 {
     struct reader r = {d, sink, ctx, err, errlen, done, 0, job};
-    return iot_store_scan(dir, on_batch, &r, err, errlen) == 0 ? 0 : -1;
+    return iot_store_scan_info(dir, on_batch, &r, &d->store_info, err, errlen) == 0 ? 0 : -1;
 }
 
 int xp_read_store(const char *dir, struct xp_data *d, xp_sink sink, void *ctx, char *err,

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "clockmap.h"
+#include "store.h"
 
 enum xp_kind { XP_MPIIO, XP_POSIX, XP_DISK, XP_DROP };
 
@@ -105,6 +106,10 @@ struct xp_data {
     uint64_t batches, events;
     uint64_t unreadable_batches; /* stored, but their bodies cannot be decoded */
     uint64_t lost_events;        /* found missing between producers and the store */
+    /* What the last reading of the store found missing or damaged in it
+     * (iot_store_scan_info): each pass reads the whole store, so the last
+     * one says it all. */
+    struct iot_store_scan_info store_info;
     int64_t *job_owner;          /* per job: uid whose processes named it first, -1 if not
                                     known, -2 none yet */
     uint32_t *job_name;          /* per job: its name (Producer.job_name) in job_names, 0 none */

@@ -89,8 +89,10 @@ static const struct iot_man_section export_man[] = {
      "  iotrace-export --store /var/lib/iotrace/store --verify"},
     {"EXIT STATUS",
      "0 on success (warnings on stderr for what is lost but does not stop the export); 1 on "
-     "a data error (store missing, unreadable or damaged, --verify finding damage, a job "
-     "without events, output not writable); 2 on a usage error."},
+     "a data error (store missing, unreadable or of an unsupported format, --verify finding "
+     "damage, a job without events, output not writable); 2 on a usage error; 3 when the "
+     "export was written but the store holds less than was stored (damaged records skipped, "
+     "segments or bytes missing by its manifest, a cut end), each loss named on stderr."},
     {"SEE ALSO",
      "iotrace-collector(8), iotrace-agent(8), jumpshot(1); docs/export.md, "
      "docs/statistics.md and docs/store-format.md in the documentation directory."},
@@ -144,6 +146,30 @@ static void usage_error(const char *msg)
 {
     fprintf(stderr, "%s: %s\nTry '%s --help'.\n", spec.program, msg, spec.program);
     exit(IOT_EXIT_USAGE);
+}
+
+/* Exit status of an export that wrote what the store holds while the store
+ * holds less than it should (docs/export.md). */
+#define XP_EXIT_INCOMPLETE 3
+
+/* What a reading of the store found missing or damaged, said on stderr
+ * (the places are named by the warnings before it); `verb` says what was
+ * done with the rest. */
+static int report_incomplete(const struct iot_store_scan_info *i, const char *verb)
+{
+    if (!iot_store_scan_incomplete(i))
+        return 0;
+    fprintf(stderr, "%s: the store holds less than was stored: %llu damaged records skipped "
+            "(%llu bytes), %u segments missing, %llu bytes missing by its manifest%s%s%s; %s\n",
+            spec.program, (unsigned long long)i->damaged_records,
+            (unsigned long long)i->damaged_bytes, i->missing_segments,
+            (unsigned long long)i->missing_bytes, i->cut_segment[0] && !i->writer ? ", " : "",
+            i->cut_segment[0] && !i->writer ? i->cut_segment : "",
+            i->cut_segment[0] && !i->writer ? " cut inside a record" : "", verb);
+    if (!i->manifest)
+        fprintf(stderr, "%s: the store has no MANIFEST (written before 2026-12): a deleted last "
+                "segment or a cut at a record boundary cannot be told\n", spec.program);
+    return 1;
 }
 
 static int data_error(const char *fmt, const char *a, const char *b)
@@ -609,16 +635,22 @@ static int verify_store(void)
            (unsigned long long)v.batches, (unsigned long long)v.events,
            (unsigned long long)v.unreadable, (unsigned long long)v.unreadable_events,
            (unsigned long long)v.bad_envelopes);
-    int cut = info.cut_segment[0] && !info.writer;
     if (info.cut_segment[0])
         printf("end %s cut at offset %llu of %llu bytes%s\n", info.cut_segment,
                (unsigned long long)info.cut_offset, (unsigned long long)info.cut_size,
                info.writer ? " (a collector is writing it)" : "");
     else if (rc == 0)
         printf("end complete\n");
+    printf("damaged_records %llu\ndamaged_bytes %llu\nmissing_segments %u\nmissing_bytes %llu\n"
+           "manifest %s\n",
+           (unsigned long long)info.damaged_records, (unsigned long long)info.damaged_bytes,
+           info.missing_segments, (unsigned long long)info.missing_bytes,
+           info.manifest ? "yes" : "no");
     if (rc < 0)
         printf("damage %s\n", err);
-    int bad = rc < 0 || cut || v.unreadable || v.bad_envelopes;
+    else if (info.damage[0])
+        printf("damage %s\n", info.damage);
+    int bad = rc < 0 || iot_store_scan_incomplete(&info) || v.unreadable || v.bad_envelopes;
     printf("verdict %s\n", bad ? "damaged" : "ok");
     if (fflush(stdout) != 0)
         return data_error("cannot write the report: %s%s", strerror(errno), "");
@@ -851,6 +883,9 @@ int main(int argc, char **argv)
              : opt_slog2 ? slog2(&d, job)
              : opt_chrome ? chrome(&d, job)
                          : export_events(&d, job);
+    if (!opt_verify && rc == IOT_EXIT_OK &&
+        report_incomplete(&d.store_info, "what it holds was exported (exit 3)"))
+        rc = XP_EXIT_INCOMPLETE;
     xp_data_free(&d);
     return rc;
 }

@@ -22,6 +22,17 @@
 /* Large enough that a group commit of small batches costs one write(). */
 #define WRITE_BUFFER (1u << 20)
 #define SEGMENT_NAME_LEN 21 /* "segment-" 8 digits ".iots" */
+/* STORE/MANIFEST: what the store should hold, so that a segment deleted or
+ * cut at a record boundary is seen (docs/store-format.md, "Manifest").  A
+ * 32-byte head (magic, version, the segment being written and the bytes of
+ * it the last sync covered, CRC-32), then per finished segment N, at
+ * MANIFEST_HEAD + (N - 1) * MANIFEST_ENTRY, its final size, N and a CRC-32. */
+#define MANIFEST_NAME "MANIFEST"
+#define MANIFEST_MAGIC "IOTSMANI"
+#define MANIFEST_HEAD 32u
+#define MANIFEST_ENTRY 16u
+#define MANIFEST_MAX_SEGMENTS (1u << 20) /* beyond: a damaged head, not a store */
+#define DAMAGE_REPORTS 10 /* damaged records named per scan; the rest counted */
 
 struct iot_store {
     char *dir;
@@ -34,6 +45,7 @@ struct iot_store {
     uint8_t *buf;
     size_t buf_len;
     uint64_t durable;    /* bytes of the segment covered by the last sync */
+    int man_fd;          /* MANIFEST, -1 if it could not be opened */
     int failed;
     int fail_errno;      /* errno of the failure, or what stands for it */
     char error[512];
@@ -299,6 +311,59 @@ static enum rec_result read_record(struct seg_reader *r, struct rec_header *h, c
     return REC_OK;
 }
 
+/* After damage at r->off: moves r->off to the next offset where a sound
+ * record starts (its header, length and CRC), r->size if there is none, so
+ * that a damaged record costs that record, not what follows it.  Returns
+ * the bytes passed over. */
+static uint64_t skip_damage(struct seg_reader *r)
+{
+    static const uint8_t magic[4] = {IOT_STORE_RECORD_MAGIC & 0xff,
+                                     IOT_STORE_RECORD_MAGIC >> 8 & 0xff,
+                                     IOT_STORE_RECORD_MAGIC >> 16 & 0xff,
+                                     IOT_STORE_RECORD_MAGIC >> 24};
+    uint64_t from = r->off, at = r->off + 1;
+    char why[256];
+    while (at + IOT_STORE_RECORD_HEADER <= r->size) {
+        size_t n = r->size - at < READ_CHUNK ? (size_t)(r->size - at) : READ_CHUNK;
+        const uint8_t *p = bytes_at(r, at, n);
+        if (!p)
+            break;
+        const uint8_t *m = memmem(p, n, magic, sizeof magic);
+        if (!m) {
+            at += n > 3 ? n - 3 : 1; /* a magic may straddle the chunks */
+            continue;
+        }
+        uint64_t cand = at + (uint64_t)(m - p);
+        struct rec_header h;
+        r->off = cand;
+        if (read_record(r, &h, why, sizeof why) == REC_OK) {
+            r->off = cand;
+            return cand - from;
+        }
+        at = cand + 1;
+    }
+    r->off = r->size;
+    return r->size - from;
+}
+
+/* Counts and (the first few) reports a damaged range of a segment. */
+static void note_damage(struct iot_store_scan_info *info, const char *dir, const char *name,
+                        const char *why, uint64_t off, uint64_t skipped)
+{
+    if (!info)
+        return;
+    info->damaged_records++;
+    info->damaged_bytes += skipped;
+    char text[sizeof info->damage];
+    snprintf(text, sizeof text, "%s/%s: %s at offset %llu (%llu bytes skipped, the records "
+             "after them read)", dir, name, why, (unsigned long long)off,
+             (unsigned long long)skipped);
+    if (!info->damage[0])
+        snprintf(info->damage, sizeof info->damage, "%s", text);
+    if (info->damaged_records <= DAMAGE_REPORTS)
+        iot_warn("store: %s", text);
+}
+
 /* 0: valid header; 1: the file is shorter than a header; -1: not a segment. */
 static int check_file_header(int fd, uint64_t size, char *why, size_t whylen)
 {
@@ -387,7 +452,12 @@ static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_r
         info->bytes += r->size;
     }
     int rc = check_file_header(r->fd, r->size, why, sizeof why);
-    if (rc != 0) {
+    /* A damaged magic costs its 16 bytes; an unknown version is a store
+     * this build cannot read. */
+    int bad_magic = rc < 0 && !strncmp(why, "bad file magic", 14);
+    if (bad_magic)
+        note_damage(info, dir, name, why, 0, IOT_STORE_FILE_HEADER);
+    else if (rc != 0) {
         close(r->fd);
         if (rc > 0 && is_last) { /* a writer may have just created it */
             report_cut_end(dir, name, 0, r->size, "its file header", info);
@@ -400,21 +470,158 @@ static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_r
     struct rec_header h;
     enum rec_result res = REC_END;
     rc = 0;
-    while (rc == 0 && (res = read_record(r, &h, why, sizeof why)) == REC_OK) {
-        if (info)
-            info->records++;
-        rc = fn(ctx, h.payload, h.len, h.recv_ns);
+    for (;;) {
+        while (rc == 0 && (res = read_record(r, &h, why, sizeof why)) == REC_OK) {
+            if (info)
+                info->records++;
+            rc = fn(ctx, h.payload, h.len, h.recv_ns);
+        }
+        if (rc != 0 || res == REC_END || res == REC_IO || (res == REC_SHORT && is_last))
+            break;
+        /* Damage: that record is lost, not the rest of the store. */
+        uint64_t at = r->off;
+        note_damage(info, dir, name, why, at, skip_damage(r));
     }
     close(r->fd);
     if (rc == 0 && res == REC_SHORT && is_last)
         report_cut_end(dir, name, r->off, r->size, "a record", info);
-    if (rc != 0 || res == REC_END || (res == REC_SHORT && is_last))
+    if (rc != 0 || res != REC_IO)
         return rc;
-    if (res == REC_SHORT)
-        return iot_fail(err, errlen, "%s/%s: truncated record at offset %llu (%s)", dir, name,
-                    (unsigned long long)r->off, why);
     return iot_fail(err, errlen, "%s/%s: %s at offset %llu", dir, name, why,
                 (unsigned long long)r->off);
+}
+
+struct manifest {
+    int valid;
+    uint32_t segment; /* being written, and the bytes of it a sync covered */
+    uint64_t offset;
+    uint64_t *sizes; /* of finished segments 1..n_sizes, 0 where not known */
+    uint32_t n_sizes;
+};
+
+static void manifest_head(uint8_t p[MANIFEST_HEAD], uint32_t segment, uint64_t offset)
+{
+    memset(p, 0, MANIFEST_HEAD);
+    memcpy(p, MANIFEST_MAGIC, 8);
+    iot_put_u32(p + 8, 1);
+    iot_put_u32(p + 12, segment);
+    iot_put_u64(p + 16, offset);
+    iot_put_u32(p + 24, iot_wire_crc32(p, 24));
+}
+
+static void manifest_entry(uint8_t p[MANIFEST_ENTRY], uint32_t segment, uint64_t size)
+{
+    iot_put_u64(p, size);
+    iot_put_u32(p + 8, segment);
+    iot_put_u32(p + 12, iot_wire_crc32(p, 12));
+}
+
+/* Reads DIR/MANIFEST; m->valid 0 when there is none (a store written before
+ * it existed) or its head is damaged. */
+static void read_manifest(const char *dir, struct manifest *m)
+{
+    memset(m, 0, sizeof *m);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, MANIFEST_NAME);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    uint8_t head[MANIFEST_HEAD];
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) < 0 || pread_full(fd, head, sizeof head, 0) != 0 ||
+        memcmp(head, MANIFEST_MAGIC, 8) || iot_get_u32(head + 8) != 1 ||
+        iot_get_u32(head + 24) != iot_wire_crc32(head, 24) ||
+        iot_get_u32(head + 12) == 0 || iot_get_u32(head + 12) > MANIFEST_MAX_SEGMENTS) {
+        iot_warn("store: %s is damaged: missing segments and cut ends can only be told by the "
+                 "segments' numbers", path);
+        close(fd);
+        return;
+    }
+    m->valid = 1;
+    m->segment = iot_get_u32(head + 12);
+    m->offset = iot_get_u64(head + 16);
+    m->n_sizes = m->segment - 1;
+    m->sizes = m->n_sizes ? calloc(m->n_sizes, sizeof *m->sizes) : NULL;
+    for (uint32_t i = 0; m->sizes && i < m->n_sizes; i++) {
+        uint8_t e[MANIFEST_ENTRY];
+        uint64_t at = MANIFEST_HEAD + (uint64_t)i * MANIFEST_ENTRY;
+        if (at + MANIFEST_ENTRY > (uint64_t)st.st_size)
+            break;
+        if (pread_full(fd, e, sizeof e, at) == 0 && iot_get_u32(e + 8) == i + 1 &&
+            iot_get_u32(e + 12) == iot_wire_crc32(e, 12))
+            m->sizes[i] = iot_get_u64(e);
+    }
+    close(fd);
+}
+
+static void note_missing(struct iot_store_scan_info *info, uint64_t bytes, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void note_missing(struct iot_store_scan_info *info, uint64_t bytes, const char *fmt, ...)
+{
+    char text[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    iot_warn("store: %s", text);
+    if (!info)
+        return;
+    info->missing_bytes += bytes;
+    if (!info->damage[0])
+        snprintf(info->damage, sizeof info->damage, "%s", text);
+}
+
+/* What the store should hold and does not: segments absent from 1..last
+ * (they are numbered from 1 without gaps, and never removed), and, by the
+ * manifest, a last segment deleted or a segment shorter than a sync or its
+ * rotation left it (a cut, even at a record boundary). */
+static void check_complete(const char *dir, const struct seglist *segs,
+                           struct iot_store_scan_info *info)
+{
+    struct manifest m;
+    read_manifest(dir, &m);
+    if (info)
+        info->manifest = m.valid;
+    uint32_t last = segs->num[segs->n - 1];
+    if (m.valid && m.segment > last)
+        last = m.segment;
+    size_t i = 0;
+    for (uint32_t k = 1; k <= last; k++) {
+        uint64_t should = k == m.segment ? m.offset : k <= m.n_sizes && m.sizes ? m.sizes[k - 1] : 0;
+        char name[32];
+        segment_name(name, sizeof name, k);
+        if (i < segs->n && segs->num[i] == k) {
+            i++;
+            char path[PATH_MAX];
+            struct stat st;
+            segment_path(path, sizeof path, dir, k);
+            if (should && stat(path, &st) == 0 && (uint64_t)st.st_size < should)
+                note_missing(info, should - (uint64_t)st.st_size,
+                             "%s/%s holds %llu bytes, the store's manifest says %llu were "
+                             "stored: %llu bytes of it are missing (a cut or a truncation)",
+                             dir, name, (unsigned long long)st.st_size,
+                             (unsigned long long)should,
+                             (unsigned long long)(should - (uint64_t)st.st_size));
+            continue;
+        }
+        if (info)
+            info->missing_segments++;
+        if (should)
+            note_missing(info, should, "%s/%s is missing (the store's manifest says it held "
+                         "%llu bytes): its batches cannot be read", dir, name,
+                         (unsigned long long)should);
+        else
+            note_missing(info, 0, "%s/%s is missing (segments are numbered from 1 without "
+                         "gaps): its batches cannot be read", dir, name);
+    }
+    free(m.sizes);
+}
+
+int iot_store_scan_incomplete(const struct iot_store_scan_info *info)
+{
+    return info->missing_segments || info->missing_bytes || info->damaged_records ||
+           (info->cut_segment[0] && !info->writer);
 }
 
 int iot_store_scan(const char *dir, iot_store_scan_fn fn, void *ctx, char *err, size_t errlen)
@@ -434,6 +641,7 @@ int iot_store_scan_info(const char *dir, iot_store_scan_fn fn, void *ctx,
         free(segs.num);
         return iot_fail(err, errlen, "%s holds no segment files: not an iotrace store", dir);
     }
+    check_complete(dir, &segs, info);
     struct seg_reader r = {.fd = -1};
     int rc = 0;
     for (size_t i = 0; i < segs.n && rc == 0; i++)
@@ -572,12 +780,26 @@ static int find_good_end(struct iot_store *s, struct seg_reader *r, const char *
     struct rec_header h;
     enum rec_result res;
     r->off = IOT_STORE_FILE_HEADER;
-    while ((res = read_record(r, &h, why, sizeof why)) == REC_OK)
-        ;
-    if (res == REC_END || is_torn_tail(r, res, &h))
-        return 0;
-    return iot_fail(err, errlen, "%s/%s: %s at offset %llu; refusing to append to a damaged store",
-                s->dir, name, why, (unsigned long long)r->off);
+    for (;;) {
+        while ((res = read_record(r, &h, why, sizeof why)) == REC_OK)
+            ;
+        if (res == REC_END || is_torn_tail(r, res, &h))
+            return 0;
+        if (res == REC_IO)
+            return iot_fail(err, errlen, "%s/%s: %s at offset %llu", s->dir, name, why,
+                            (unsigned long long)r->off);
+        /* Damage with sound records after it: that record is lost (readers
+         * skip it too), the store is not.  With none after it, what follows
+         * the last sound record is cut like a torn tail. */
+        uint64_t at = r->off, skipped = skip_damage(r);
+        if (r->off == r->size) {
+            r->off = at;
+            return 0;
+        }
+        iot_err("store: %s/%s: %s at offset %llu: %llu bytes (a damaged record) are skipped "
+                "by every reader, the records after them kept",
+                s->dir, name, why, (unsigned long long)at, (unsigned long long)skipped);
+    }
 }
 
 static int cut_tail(struct iot_store *s, int fd, const char *name, uint64_t good, uint64_t size,
@@ -636,6 +858,82 @@ static int recover_last(struct iot_store *s, uint32_t num, char *err, size_t err
     return 0;
 }
 
+/* The head names what the last sync covered.  It is written after that
+ * sync and not synced itself: lost in a power cut it names less than the
+ * disk holds, never more, so that it cannot make readers report a loss
+ * that did not happen. */
+static void manifest_note_head(struct iot_store *s)
+{
+    uint8_t head[MANIFEST_HEAD];
+    manifest_head(head, s->segment, s->durable);
+    if (s->man_fd >= 0 && pwrite(s->man_fd, head, sizeof head, 0) != (ssize_t)sizeof head)
+        iot_warn("store: cannot write %s/%s: %s", s->dir, MANIFEST_NAME, strerror(errno));
+}
+
+/* A finished segment's size, once it is synced.  Not synced either: lost,
+ * it leaves that segment's size unknown, which hides a cut, never invents
+ * one; and the store's own syncs stay the only ones. */
+static void manifest_note_finished(struct iot_store *s, uint32_t num, uint64_t size)
+{
+    uint8_t e[MANIFEST_ENTRY];
+    manifest_entry(e, num, size);
+    off_t at = (off_t)MANIFEST_HEAD + (off_t)(num - 1) * MANIFEST_ENTRY;
+    if (s->man_fd >= 0 && pwrite(s->man_fd, e, sizeof e, at) != (ssize_t)sizeof e)
+        iot_warn("store: cannot write %s/%s: %s", s->dir, MANIFEST_NAME, strerror(errno));
+}
+
+/* The segment to write: a new store's first, else the last one, its torn
+ * tail cut.  When MANIFEST says the store held more (the last segment
+ * deleted, or cut, even at a record boundary), that is said and left
+ * visible: writing goes on in a new segment after the one MANIFEST names,
+ * whose size it keeps, so that readers go on reporting the loss. */
+static int open_segments(struct iot_store *s, const struct seglist *segs,
+                         const struct manifest *m, char *err, size_t errlen)
+{
+    uint32_t last = segs->n ? segs->num[segs->n - 1] : 0;
+    if (m->valid && m->segment > last) {
+        iot_err("store: %s/segment-%08u.iots is missing (the store's manifest says it held "
+                "%llu bytes): its batches are lost; writing goes on in segment %u",
+                s->dir, m->segment, (unsigned long long)m->offset, m->segment + 1);
+        manifest_note_finished(s, m->segment, m->offset);
+        return create_segment(s, m->segment + 1, err, errlen);
+    }
+    if (!last)
+        return create_segment(s, 1, err, errlen);
+    if (recover_last(s, last, err, errlen) < 0)
+        return -1;
+    if (!m->valid || m->segment != last || s->durable >= m->offset)
+        return 0;
+    iot_err("store: %s/segment-%08u.iots holds %llu bytes, the store's manifest says %llu "
+            "were stored: the rest is lost; writing goes on in segment %u",
+            s->dir, last, (unsigned long long)s->durable, (unsigned long long)m->offset,
+            last + 1);
+    manifest_note_finished(s, last, m->offset);
+    close(s->fd);
+    s->fd = -1;
+    return create_segment(s, last + 1, err, errlen);
+}
+
+/* Completes MANIFEST with the finished segments it does not know (a store
+ * written before it existed: their sizes as they are now), and names the
+ * segment being written. */
+static void complete_manifest(struct iot_store *s, const struct seglist *segs,
+                              const struct manifest *m)
+{
+    for (size_t i = 0; i < segs->n; i++) {
+        uint32_t k = segs->num[i];
+        if (k >= s->segment || (m->sizes && k <= m->n_sizes && m->sizes[k - 1]) ||
+            (m->valid && k == m->segment))
+            continue; /* the current one, or known: a cut stays visible */
+        char seg[PATH_MAX];
+        struct stat st;
+        segment_path(seg, sizeof seg, s->dir, k);
+        if (stat(seg, &st) == 0)
+            manifest_note_finished(s, k, (uint64_t)st.st_size);
+    }
+    manifest_note_head(s);
+}
+
 static int open_for_writing(struct iot_store *s, char *err, size_t errlen)
 {
     if (make_dirs(s->dir, err, errlen) < 0 || take_lock(s, err, errlen) < 0)
@@ -646,8 +944,18 @@ static int open_for_writing(struct iot_store *s, char *err, size_t errlen)
     struct seglist segs;
     if (list_segments(s->dir, &segs, err, errlen) < 0)
         return -1;
-    int rc = segs.n == 0 ? create_segment(s, 1, err, errlen)
-                         : recover_last(s, segs.num[segs.n - 1], err, errlen);
+    struct manifest m;
+    read_manifest(s->dir, &m);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", s->dir, MANIFEST_NAME);
+    s->man_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->man_fd < 0)
+        iot_warn("store: cannot open %s: %s; readers cannot tell a deleted segment or a cut at "
+                 "a record boundary", path, strerror(errno));
+    int rc = open_segments(s, &segs, &m, err, errlen);
+    if (rc == 0)
+        complete_manifest(s, &segs, &m);
+    free(m.sizes);
     free(segs.num);
     return rc;
 }
@@ -669,6 +977,8 @@ static void store_free(struct iot_store *s)
         close(s->fd);
     if (s->lock_fd >= 0)
         close(s->lock_fd); /* releases the flock */
+    if (s->man_fd >= 0)
+        close(s->man_fd);
     free(s->buf);
     free(s->dir);
     free(s);
@@ -683,7 +993,7 @@ struct iot_store *iot_store_open(const char *dir, int writable, char *err, size_
         return NULL;
     }
     s->writable = writable;
-    s->fd = s->lock_fd = -1;
+    s->fd = s->lock_fd = s->man_fd = -1;
     s->seg_limit = IOT_STORE_DEFAULT_SEGMENT_SIZE;
     int rc = writable ? open_for_writing(s, err, errlen) : check_readable(s, err, errlen);
     if (rc < 0) {
@@ -747,6 +1057,7 @@ static int sync_segment(struct iot_store *s)
                           "directory removed?)", s->dir, name);
     }
     s->durable = s->seg_bytes;
+    manifest_note_head(s);
     return 0;
 }
 
@@ -756,11 +1067,13 @@ static int rotate(struct iot_store *s)
 {
     if (sync_segment(s) < 0)
         return -1;
+    manifest_note_finished(s, s->segment, s->seg_bytes);
     close(s->fd);
     s->fd = -1;
     char why[512];
     if (create_segment(s, s->segment + 1, why, sizeof why) < 0)
         return store_fail(s, "%s", why);
+    manifest_note_head(s);
     iot_info("store: started segment %u", s->segment);
     return 0;
 }
@@ -780,6 +1093,7 @@ int iot_store_recover(struct iot_store *s)
     if (s->fd < 0) { /* rotation closed the old segment, then found no room for the new */
         if (create_segment(s, s->segment + 1, why, sizeof why) < 0)
             return store_fail(s, "%s", why);
+        manifest_note_head(s);
     } else if (ftruncate(s->fd, (off_t)s->durable) < 0) {
         char name[32];
         segment_name(name, sizeof name, s->segment);
@@ -946,9 +1260,19 @@ static int read_segment_range(struct iot_store_follower *f, struct iot_store_pos
     struct rec_header h;
     enum rec_result res;
     int rc = 0;
-    while (rc == 0 && (res = read_record(r, &h, why, sizeof why)) == REC_OK) {
+    for (;;) {
+        while (rc == 0 && (res = read_record(r, &h, why, sizeof why)) == REC_OK) {
+            pos->offset = r->off;
+            rc = fn(ctx, h.payload, h.len, h.recv_ns);
+        }
+        if (rc != 0 || res == REC_END || res == REC_IO)
+            break;
+        /* A damaged record costs that record (iot_store_scan_info). */
+        uint64_t at = r->off, skipped = skip_damage(r);
+        iot_warn("store: %s/%s: %s at offset %llu (%llu bytes skipped, the records after "
+                 "them read)", f->dir, name, why, (unsigned long long)at,
+                 (unsigned long long)skipped);
         pos->offset = r->off;
-        rc = fn(ctx, h.payload, h.len, h.recv_ns);
     }
     if (rc != 0 || res == REC_END)
         return rc;

@@ -64,8 +64,12 @@ int iot_store_recover(struct iot_store *s);
 
 /* Reads every record of the store in `dir` in order, without locking.  An
  * incomplete record at the very end of the last segment is taken as the end
- * (a writer may be in the middle of it); any other damage is an error naming
- * the segment file and byte offset.  Returns 0 at the end, -1 on error. */
+ * (a writer may be in the middle of it).  A damaged record is skipped by its
+ * framing, up to the next sound record, and reported (iot_warn) with its
+ * segment file and byte offset; segments missing from the sequence, and
+ * what the store's MANIFEST says it held beyond what is there, are reported
+ * too: *info counts all of it.  Returns 0 at the end, -1 when the store
+ * cannot be read at all (or fn stopped the scan). */
 int iot_store_scan(const char *dir, iot_store_scan_fn fn, void *ctx, char *err, size_t errlen);
 
 /* What a scan read, for checking a whole store (iotrace-export --verify). */
@@ -75,7 +79,16 @@ struct iot_store_scan_info {
     int writer;              /* a collector held the store */
     char cut_segment[32];    /* non-empty: the last segment ends inside a record or its header */
     uint64_t cut_offset, cut_size; /* where, and the segment's size */
+    int manifest;                  /* the store has a MANIFEST (written since 2026-12) */
+    uint32_t missing_segments;     /* absent from the sequence 1..last */
+    uint64_t missing_bytes;        /* of those and of cut segments, as far as MANIFEST tells */
+    uint64_t damaged_records, damaged_bytes; /* byte ranges skipped, and their size */
+    char damage[320];              /* the first damage or loss found */
 };
+
+/* Whether what a scan read is less than the store should hold: damage,
+ * missing segments or bytes, or a cut end without a writer. */
+int iot_store_scan_incomplete(const struct iot_store_scan_info *info);
 
 /* iot_store_scan, filling *info as it goes (also when it fails). */
 int iot_store_scan_info(const char *dir, iot_store_scan_fn fn, void *ctx,

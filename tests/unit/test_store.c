@@ -140,6 +140,31 @@ static void scan_fails(const char *dir, const char *want1, const char *want2)
         fail_msg("error '%s' lacks '%s' / '%s'", err, want1, want2 ? want2 : "");
 }
 
+static int count_record(void *ctx, const uint8_t *batch, size_t len, uint64_t recv_ns)
+{
+    (void)batch;
+    (void)len;
+    (void)recv_ns;
+    ++*(size_t *)ctx;
+    return 0;
+}
+
+/* A store that is less than it should be: read to its end all the same,
+ * the loss counted and named (want1, want2 in the first report); returns
+ * the records read. */
+static size_t scan_incomplete(const char *dir, struct iot_store_scan_info *info,
+                              const char *want1, const char *want2)
+{
+    size_t n = 0;
+    char err[512] = "";
+    if (iot_store_scan_info(dir, count_record, &n, info, err, sizeof err) != 0)
+        fail_msg("scan failed: %s", err);
+    assert_true(iot_store_scan_incomplete(info));
+    if (!strstr(info->damage, want1) || (want2 && !strstr(info->damage, want2)))
+        fail_msg("report '%s' lacks '%s' / '%s'", info->damage, want1, want2 ? want2 : "");
+    return n;
+}
+
 /* Offset of record i in a segment that holds records 0.. from its start. */
 static off_t record_offset(size_t i)
 {
@@ -345,7 +370,10 @@ static void test_torn_bad_crc(void **state)
     char path[256];
     seg_path(path, sizeof path, f->dir, 1);
     append_bytes(path, tail, sizeof tail);
-    scan_fails(f->dir, "CRC mismatch", "segment-00000001.iots");
+    struct iot_store_scan_info info;
+    assert_int_equal(scan_incomplete(f->dir, &info, "CRC mismatch", "segment-00000001.iots"), 10);
+    assert_int_equal(info.damaged_records, 1);
+    assert_int_equal(info.damaged_bytes, sizeof tail);
     write_records(f->dir, 10, 5, 0);
     assert_int_equal(scan_ok(f->dir), 15);
 }
@@ -371,11 +399,21 @@ static void test_crc_damage_in_middle(void **state)
     seg_path(path, sizeof path, f->dir, 1);
     patch_byte(path, record_offset(3) + IOT_STORE_RECORD_HEADER + 1, 0x01);
     snprintf(want, sizeof want, "at offset %lld", (long long)record_offset(3));
-    scan_fails(f->dir, "segment-00000001.iots: CRC mismatch", want);
+    /* One bad record costs that record: the nine others are read... */
+    struct iot_store_scan_info info;
+    assert_int_equal(scan_incomplete(f->dir, &info, "segment-00000001.iots: CRC mismatch", want),
+                     9);
+    assert_int_equal(info.damaged_records, 1);
+    assert_int_equal(info.damaged_bytes, record_offset(4) - record_offset(3));
+    /* ...and the writer starts, appending after the last record. */
     char err[512] = "";
-    assert_null(iot_store_open(f->dir, 1, err, sizeof err));
-    assert_non_null(strstr(err, "segment-00000001.iots"));
-    assert_non_null(strstr(err, want));
+    struct iot_store *s = iot_store_open(f->dir, 1, err, sizeof err);
+    if (!s)
+        fail_msg("the writer refused a store with one damaged record: %s", err);
+    assert_int_equal(iot_store_append(s, (const uint8_t *)"x", 1, 5), 0);
+    assert_int_equal(iot_store_sync(s), 0);
+    assert_int_equal(iot_store_close(s), 0);
+    assert_int_equal(scan_incomplete(f->dir, &info, "CRC mismatch", want), 10);
 }
 
 static void test_bad_record_magic_in_middle(void **state)
@@ -386,7 +424,8 @@ static void test_bad_record_magic_in_middle(void **state)
     seg_path(path, sizeof path, f->dir, 1);
     patch_byte(path, record_offset(5), 0xff);
     snprintf(want, sizeof want, "at offset %lld", (long long)record_offset(5));
-    scan_fails(f->dir, "bad record magic", want);
+    struct iot_store_scan_info info;
+    assert_int_equal(scan_incomplete(f->dir, &info, "bad record magic", want), 9);
 }
 
 static void test_truncated_non_final_segment(void **state)
@@ -396,7 +435,79 @@ static void test_truncated_non_final_segment(void **state)
     char path[256];
     seg_path(path, sizeof path, f->dir, 1);
     assert_int_equal(truncate(path, file_size(path) - 5), 0);
-    scan_fails(f->dir, "segment-00000001.iots: truncated record at offset", NULL);
+    struct iot_store_scan_info info;
+    scan_incomplete(f->dir, &info, "segment-00000001.iots", NULL);
+    assert_int_equal(info.missing_bytes, 5); /* by the manifest */
+    assert_true(info.damaged_records >= 1);  /* the record the cut shortened */
+}
+
+/* Segments deleted, first, in the middle or last, and a cut exactly at a
+ * record boundary: each seen through the segments' numbers and the
+ * manifest, with the bytes lost. */
+static void test_missing_segments(void **state)
+{
+    struct fixture *f = *state;
+    write_records(f->dir, 0, 100, 4096);
+    uint32_t last = 0;
+    char path[256];
+    for (uint32_t k = 1;; k++) {
+        seg_path(path, sizeof path, f->dir, k);
+        if (access(path, F_OK) < 0)
+            break;
+        last = k;
+    }
+    assert_true(last >= 4);
+    struct iot_store_scan_info info;
+    for (uint32_t k = last;; k = k == last ? 1 : 2) {
+        char copy[200];
+        snprintf(copy, sizeof copy, "%.150s/copy-%u", f->dir, k);
+        char cmd[1000];
+        snprintf(cmd, sizeof cmd, "mkdir %s && cp %s/MANIFEST %s/segment-*.iots %s/", copy, f->dir,
+                 f->dir, copy);
+        assert_int_equal(system(cmd), 0);
+        seg_path(path, sizeof path, copy, k);
+        off_t size = file_size(path);
+        assert_int_equal(unlink(path), 0);
+        char want[64];
+        snprintf(want, sizeof want, "segment-%08u.iots is missing", k);
+        scan_incomplete(copy, &info, want, NULL);
+        assert_int_equal(info.missing_segments, 1);
+        assert_int_equal(info.missing_bytes, size);
+        if (k == 2)
+            break;
+    }
+    /* The last segment cut at a record boundary, after its first record. */
+    seg_path(path, sizeof path, f->dir, last);
+    off_t size = file_size(path);
+    uint8_t len[4];
+    int fd = open(path, O_RDONLY);
+    assert_int_equal(pread(fd, len, 4, IOT_STORE_FILE_HEADER + 8), 4);
+    close(fd);
+    off_t cut = IOT_STORE_FILE_HEADER + IOT_STORE_RECORD_HEADER +
+                (off_t)(len[0] | len[1] << 8 | len[2] << 16 | (uint32_t)len[3] << 24);
+    assert_true(cut < size);
+    assert_int_equal(truncate(path, cut), 0);
+    scan_incomplete(f->dir, &info, "the store's manifest says", NULL);
+    assert_int_equal(info.missing_bytes, size - cut);
+    assert_int_equal(info.damaged_records, 0);
+    /* The writer says so, and leaves it visible. */
+    char err[512] = "";
+    struct iot_store *s = iot_store_open(f->dir, 1, err, sizeof err);
+    assert_non_null(s);
+    assert_int_equal(iot_store_append(s, (const uint8_t *)"x", 1, 5), 0);
+    assert_int_equal(iot_store_sync(s), 0);
+    assert_int_equal(iot_store_close(s), 0);
+    scan_incomplete(f->dir, &info, "the store's manifest says", NULL);
+    assert_int_equal(info.missing_bytes, size - cut);
+    /* Every segment there: complete. */
+    char copy[200];
+    snprintf(copy, sizeof copy, "%.150s/whole", f->dir);
+    write_records(copy, 0, 100, 4096);
+    size_t n = 0;
+    assert_int_equal(iot_store_scan_info(copy, count_record, &n, &info, err, sizeof err), 0);
+    assert_false(iot_store_scan_incomplete(&info));
+    assert_true(info.manifest);
+    assert_int_equal(n, 100);
 }
 
 static void test_bad_file_magic(void **state)
@@ -406,7 +517,9 @@ static void test_bad_file_magic(void **state)
     char path[256];
     seg_path(path, sizeof path, f->dir, 1);
     patch_byte(path, 0, 0x20);
-    scan_fails(f->dir, "segment-00000001.iots: bad file magic", NULL);
+    struct iot_store_scan_info info;
+    assert_int_equal(scan_incomplete(f->dir, &info, "segment-00000001.iots: bad file magic", NULL),
+                     3);
 }
 
 static void test_lock(void **state)
@@ -486,6 +599,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_record_magic_in_middle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncated_non_final_segment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_file_magic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_store, setup, teardown),
         cmocka_unit_test_setup_teardown(test_creates_directories, setup, teardown),

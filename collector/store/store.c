@@ -528,10 +528,15 @@ static void read_manifest(const char *dir, struct manifest *m)
     uint8_t head[MANIFEST_HEAD];
     if (fd < 0)
         return;
-    if (fstat(fd, &st) < 0 || pread_full(fd, head, sizeof head, 0) != 0 ||
-        memcmp(head, MANIFEST_MAGIC, 8) || iot_get_u32(head + 8) != 1 ||
-        iot_get_u32(head + 24) != iot_wire_crc32(head, 24) ||
-        iot_get_u32(head + 12) == 0 || iot_get_u32(head + 12) > MANIFEST_MAX_SEGMENTS) {
+    /* A read racing the writer's pwrite of the head may see half of it:
+     * read again before calling it damaged. */
+    int sound = 0;
+    for (int tries = 0; tries < 3 && !sound; tries++)
+        sound = fstat(fd, &st) == 0 && pread_full(fd, head, sizeof head, 0) == 0 &&
+                !memcmp(head, MANIFEST_MAGIC, 8) && iot_get_u32(head + 8) == 1 &&
+                iot_get_u32(head + 24) == iot_wire_crc32(head, 24);
+    if (!sound || iot_get_u32(head + 12) == 0 ||
+        iot_get_u32(head + 12) > MANIFEST_MAX_SEGMENTS) {
         iot_warn("store: %s is damaged: missing segments and cut ends can only be told by the "
                  "segments' numbers", path);
         close(fd);
@@ -576,11 +581,9 @@ static void note_missing(struct iot_store_scan_info *info, uint64_t bytes, const
  * (they are numbered from 1 without gaps, and never removed), and, by the
  * manifest, a last segment deleted or a segment shorter than a sync or its
  * rotation left it (a cut, even at a record boundary). */
-static void check_complete(const char *dir, const struct seglist *segs,
+static void check_complete(const char *dir, const struct seglist *segs, struct manifest m,
                            struct iot_store_scan_info *info)
 {
-    struct manifest m;
-    read_manifest(dir, &m);
     if (info)
         info->manifest = m.valid;
     uint32_t last = segs->num[segs->n - 1];
@@ -634,14 +637,21 @@ int iot_store_scan_info(const char *dir, iot_store_scan_fn fn, void *ctx,
 {
     if (info)
         memset(info, 0, sizeof *info);
+    /* The manifest before the listing: a writer creates a segment before
+     * the manifest names it, so what the manifest names is listed. */
+    struct manifest m;
+    read_manifest(dir, &m);
     struct seglist segs;
-    if (list_segments(dir, &segs, err, errlen) < 0)
+    if (list_segments(dir, &segs, err, errlen) < 0) {
+        free(m.sizes);
         return -1;
+    }
     if (segs.n == 0) {
         free(segs.num);
+        free(m.sizes);
         return iot_fail(err, errlen, "%s holds no segment files: not an iotrace store", dir);
     }
-    check_complete(dir, &segs, info);
+    check_complete(dir, &segs, m, info); /* frees m.sizes */
     struct seg_reader r = {.fd = -1};
     int rc = 0;
     for (size_t i = 0; i < segs.n && rc == 0; i++)

@@ -346,6 +346,24 @@ static uint64_t skip_damage(struct seg_reader *r)
     return r->size - from;
 }
 
+/* Whether `text` is said for the first time by this thread: a program that
+ * reads the store twice (iotrace-export's clock pass, then its events)
+ * reports each loss once.  A few dozen are remembered; beyond, they repeat. */
+static int first_report(const char *text)
+{
+    static _Thread_local uint64_t seen[64];
+    static _Thread_local size_t n_seen;
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = text; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    for (size_t i = 0; i < n_seen; i++)
+        if (seen[i] == h)
+            return 0;
+    if (n_seen < sizeof seen / sizeof *seen)
+        seen[n_seen++] = h;
+    return 1;
+}
+
 /* Counts and (the first few) reports a damaged range of a segment. */
 static void note_damage(struct iot_store_scan_info *info, const char *dir, const char *name,
                         const char *why, uint64_t off, uint64_t skipped)
@@ -360,7 +378,7 @@ static void note_damage(struct iot_store_scan_info *info, const char *dir, const
              (unsigned long long)skipped);
     if (!info->damage[0])
         snprintf(info->damage, sizeof info->damage, "%s", text);
-    if (info->damaged_records <= DAMAGE_REPORTS)
+    if (info->damaged_records <= DAMAGE_REPORTS && first_report(text))
         iot_warn("store: %s", text);
 }
 
@@ -432,9 +450,12 @@ static void report_cut_end(const char *dir, const char *name, uint64_t off, uint
     }
     if (writer)
         return;
-    iot_warn("store: %s/%s ends inside %s at offset %llu of %llu bytes (a crash or a "
-             "truncation): nothing after it can be read",
+    char text[PATH_MAX + 160];
+    snprintf(text, sizeof text, "%s/%s ends inside %s at offset %llu of %llu bytes (a crash or "
+             "a truncation): nothing after it can be read",
              dir, name, what, (unsigned long long)off, (unsigned long long)size);
+    if (first_report(text))
+        iot_warn("store: %s", text);
 }
 
 static int scan_segment(const char *dir, uint32_t num, int is_last, struct seg_reader *r,
@@ -569,7 +590,8 @@ static void note_missing(struct iot_store_scan_info *info, uint64_t bytes, const
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    iot_warn("store: %s", text);
+    if (first_report(text))
+        iot_warn("store: %s", text);
     if (!info)
         return;
     info->missing_bytes += bytes;

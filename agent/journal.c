@@ -454,7 +454,7 @@ int journal_open(struct journal *j, const char *dir, int64_t sync_ns, uint64_t m
                  struct spool *sp)
 {
     *j = (struct journal){.dirfd = -1, .lockfd = -1, .fd = -1, .reserve_fd = -1,
-                          .sync_ns = sync_ns};
+                          .sync_ns = sync_ns, .refused_log.interval_ns = 1000000000};
     uint64_t seg = max_bytes / 16;
     j->segment_max = seg < SEG_MIN ? SEG_MIN : seg > SEG_MAX ? SEG_MAX : seg;
     if (!(j->dir = strdup(dir))) {
@@ -609,7 +609,7 @@ static size_t frame(uint8_t *out, size_t max, const char *key, uint64_t epoch, u
 /* The batch the disk refused is held in memory only: its drop record
  * (lost) goes into a free slot of the reserve at once, so that the agent's
  * death cannot make its events vanish uncounted. */
-static void reserve_batch(struct journal *j, struct spool_entry *e)
+static const char *reserve_batch(struct journal *j, struct spool_entry *e)
 {
     uint32_t i = 0;
     while (i < j->reserve_slots && j->slot_used[i])
@@ -636,13 +636,9 @@ static void reserve_batch(struct journal *j, struct spool_entry *e)
     off_t at = (off_t)i * JOURNAL_RESERVE_SLOT;
     if (!n || pwrite(j->reserve_fd, slot, sizeof slot, at) != (ssize_t)sizeof slot) {
         j->at_risk++;
-        iot_err("the batch seq=%llu of %s is held in memory only and %s: if the agent dies "
-                "before the collector acknowledges it, its events are lost uncounted",
-                (unsigned long long)e->seq, e->key,
-                i >= j->reserve_slots ? "the reserve has no free slot"
-                : !n                  ? "its drop record could not be made"
-                                      : "its drop record could not be written");
-        return;
+        return i >= j->reserve_slots ? "the reserve has no free slot"
+               : !n                  ? "its drop record could not be made"
+                                     : "its drop record could not be written";
     }
     if (j->sync_ns != JOURNAL_SYNC_NEVER && fdatasync(j->reserve_fd) < 0)
         iot_warn("cannot sync %s/%s: %s", j->dir, RESERVE_NAME, strerror(errno));
@@ -650,6 +646,7 @@ static void reserve_batch(struct journal *j, struct spool_entry *e)
     j->reserve_used++;
     j->reserved++;
     e->slot = i + 1;
+    return NULL;
 }
 
 /* A failed write: said loudly, and the batch's events counted in the
@@ -658,10 +655,18 @@ static int refused(struct journal *j, struct spool_entry *e, const char *what, i
 {
     j->write_errors++;
     j->failing = 1;
-    reserve_batch(j, e);
-    iot_err("cannot %s in %s: %s; the batch seq=%llu of %s is held in memory only%s", what,
-            j->dir, strerror(err), (unsigned long long)e->seq, e->key,
-            e->slot ? ", its drop record kept in the reserve" : "");
+    const char *risk = reserve_batch(j, e);
+    uint64_t held_back = 0;
+    if (ratelimit_allow(&j->refused_log, iot_mono_ns(), &held_back))
+        iot_err("cannot %s in %s: %s; the batch seq=%llu of %s is held in memory only%s%s%s "
+                "(%llu more since the last report; spool_errors, spool_reserved and "
+                "spool_at_risk count them all)",
+                what, j->dir, strerror(err), (unsigned long long)e->seq, e->key,
+                risk ? " and " : ", its drop record kept in the reserve", risk ? risk : "",
+                risk ? ": if the agent dies before the collector acknowledges it, its events "
+                       "are lost uncounted"
+                     : "",
+                (unsigned long long)held_back);
     return -1;
 }
 

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stats.h"
+
 struct spool;
 struct spool_entry;
 
@@ -54,6 +56,7 @@ struct journal {
     uint32_t reserve_slots, reserve_used;
     uint8_t *slot_used;
     int failing; /* the last append failed: the disk refuses */
+    struct ratelimit refused_log; /* a full disk refuses every batch */
     /* Damaged records found at start whose envelope can be read (a copy
      * of it): their drop records are stored once the segments are read. */
     struct journal_drop {

@@ -270,10 +270,15 @@ static int store(struct tally_entry *e, struct spool *sp)
 int tally_drop_batch(const char *key, const iot_batch *b, const iot_body *body, int reason,
                      uint64_t made_through, int keep_files, uint8_t **out, size_t *len)
 {
-    uint8_t tail[IOT_WIRE_VIA_MAX + 3 + IOT_WIRE_SENDER_MAX];
-    size_t tail_len = b->via && b->via[0] ? iot_wire_via_field(b->via, tail) : 0;
+    uint8_t tail[IOT_WIRE_TAIL_MAX];
+    const char *via = b->via && b->via[0] ? b->via : NULL;
+    size_t tail_len = via ? iot_wire_via_field(via, tail) : 0;
     if (b->sender)
         tail_len += iot_wire_sender_field(b->sender, tail + tail_len);
+    /* Stamped again as the batch was: the collector refuses a via or a
+     * sender its stamp does not cover. */
+    if (via || b->sender)
+        tail_len += iot_wire_stamp_field(via, b->sender, tail + tail_len);
     /* A tally of its own, for this one batch: the same drop records a full
      * agent would have made of it. */
     struct tally t;

@@ -195,7 +195,9 @@ static void parse_options(struct agent *a, int argc, char **argv)
          "counts that user's batches' events instead (over_quota, stored as drop records) "
          "while its share of the counting lasts, then drops them (their events show as "
          "lost), and keeps reading for the others, so that on a node shared by several users none can fill "
-         "the store for the others (default: --max-pending, no separate limit)"},
+         "the store for the others; a SIZE of --max-pending or more sets no separate limit "
+         "(back-pressure instead, for a node given to one user) (default: half of "
+         "--max-pending)"},
         {"credit-timeout", 0, IOT_OPT_STRING, &c->credit_timeout, "DURATION",
          "reconnect and resend if the collector sends no WELCOME or acknowledgement for "
          "this long while batches are in flight (default 30s)"},
@@ -285,8 +287,13 @@ static void parse_options(struct agent *a, int argc, char **argv)
         usage_error("--node must not be empty%s", "");
     if (c->max_pending == 0)
         usage_error("--max-pending must be larger than 0%s", "");
+    /* On by default: a node is shared by every local user, and without a
+     * share of its own one user's flood took all of the store, so that
+     * another user's batches were all counted as agent_full instead of
+     * stored.  Half: the rest of the store stays for the others, yet one
+     * user alone still has room for bursts. */
     if (c->max_pending_user == UINT64_MAX)
-        c->max_pending_user = c->max_pending;
+        c->max_pending_user = c->max_pending / 2 ? c->max_pending / 2 : 1;
     if (c->max_pending_user == 0)
         usage_error("--max-pending-per-user must be larger than 0%s", "");
     char *end;

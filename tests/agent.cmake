@@ -85,3 +85,15 @@ if(TARGET iotrace-collector)
                          ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
   endforeach()
 endif()
+
+# A local user attacking the agent, as that user: the others' batches still
+# get through with the shipped defaults.
+if(TARGET iotrace-collector)
+  add_test(NAME agent.hostile_user
+           COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/hostile_test.py
+                   $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+                   $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:iotrace-export>
+                   $<TARGET_FILE:server_api_demo>)
+  set_tests_properties(agent.hostile_user PROPERTIES TIMEOUT 300 LABELS agent SKIP_RETURN_CODE 77
+                       ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
+endif()

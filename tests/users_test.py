@@ -108,7 +108,7 @@ def full(tmp):
     batches beyond --max-pending are counted as drop records (agent_full),
     the producer exits, and once the collector is back the store accounts
     for every event it made, in its job: stored + agent_full = made."""
-    n = Node(tmp, "full", "--max-pending", "64K")
+    n = Node(tmp, "full", "--max-pending", "64K", "--max-pending-per-user", "64K")
     try:
         batches, per = 300, 1000
         n.producer("flood", batches, per, "--rate", "100000")

@@ -374,7 +374,7 @@ case_flood() {
     start_collector --no-ack
     # Under AddressSanitizer freed blocks wait in its quarantine (256 MiB):
     # the peak would be the sanitizer's, not the agent's.
-    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1" start_agent --max-pending 1M
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1" start_agent --max-pending 1M --max-pending-per-user 1M
     wait_for 10 "the agent to listen" has_line "listening for producers" "$T/agent.log"
     local pids=""
     for p in a b c; do
@@ -404,7 +404,7 @@ case_flood() {
 
 case_backpressure() {
     start_collector --no-ack
-    start_agent --max-pending 100K --drain-timeout 0.5s
+    start_agent --max-pending 100K --max-pending-per-user 100K --drain-timeout 0.5s
     # A non-blocking producer that starts before the agent has bound its
     # socket drops everything (retrying connects, linger 0): wait for it.
     wait_for 10 "the agent to listen" has_line "listening for producers" "$T/agent.log"

@@ -129,8 +129,8 @@ static const struct iot_man_section agent_man[] = {
      "The configuration the unit reads (iotrace-agent.service).\n"
      "\n"
      "/run/iotrace/agent.sock\n"
-     "The service's socket, where producers look first; ipc:///tmp/iotrace-agent.sock is "
-     "the default of --listen and where they look next.\n"
+     "The service's socket, the default of --listen, and where producers look unless "
+     "IOTRACE_AGENT says otherwise.\n"
      "\n"
      "STATE-DIR/spool/\n"
      "The spool: batches not yet acknowledged, sent again by the next start.\n"
@@ -171,9 +171,10 @@ static void parse_options(struct agent *a, int argc, char **argv)
          "collector to forward to (default tcp://127.0.0.1:5555)"},
         {"listen", 'l', IOT_OPT_STRING, &c->listen, "ipc://PATH",
          "endpoint local producers push batches to; the directory of an ipc path is "
-         "created and a stale socket file replaced (default ipc:///tmp/iotrace-agent.sock; "
-         "the client library looks for ipc:///run/iotrace/agent.sock, the service's, first, "
-         "then for this one, unless IOTRACE_AGENT says)"},
+         "created and a stale socket file replaced; producers send only to an agent run by "
+         "root, by their own user, or by the service's account, the owner of /run/iotrace "
+         "(default ipc:///run/iotrace/agent.sock, where the "
+         "client library looks unless IOTRACE_AGENT says)"},
         {"socket-mode", 0, IOT_OPT_STRING, &c->socket_mode, "MODE",
          "permissions of an ipc socket file, octal; the default lets the processes of every "
          "local user connect, and each batch is stamped with the user, group and process "

@@ -92,15 +92,12 @@ static void read_config(struct iot_config *c)
     c->trace_mpiio = env_flag("IOTRACE_MPIIO", 1);
     c->trace_sync = env_flag("IOTRACE_SYNC", 0);
     c->agent = getenv("IOTRACE_AGENT");
-    /* The service's socket, or the drop box a stopped service leaves
-     * behind (RuntimeDirectoryPreserve=yes): a process that ends while the
-     * agent is stopped then leaves its last batches there for the agent's
-     * next start instead of looking for an agent started by hand. */
+    /* One default, in /run: a process that ends while the agent is
+     * stopped finds its drop box there (RuntimeDirectoryPreserve=yes).  No
+     * second place to look in /tmp, which any user could have taken first
+     * (agenttrust.h refuses such a socket anyway). */
     if (!c->agent || !*c->agent)
-        c->agent = access(&IOT_AGENT_SERVICE_ENDPOINT[6], F_OK) == 0 || /* past "ipc://" */
-                           access(&IOT_AGENT_SERVICE_ENDPOINT IOT_DROPBOX_SUFFIX[6], F_OK) == 0
-                       ? IOT_AGENT_SERVICE_ENDPOINT
-                       : IOT_AGENT_DEFAULT_ENDPOINT;
+        c->agent = IOT_AGENT_DEFAULT_ENDPOINT;
     c->dropbox = getenv("IOTRACE_DROPBOX");
     c->node = getenv("IOTRACE_NODE");
     c->job = getenv("IOTRACE_JOB_ID");

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agenttrust.h"
 #include "client.h"
 #include "clock.h"
 #include "timeutil.h"
@@ -386,6 +387,10 @@ static int dropbox_dir(char *path, size_t cap)
     } else if (sock && (errno != ENOENT || dropbox_parent_owner(path, &owner) < 0)) {
         return -1;
     }
+    /* Another user who made the socket (or its directory) first made the
+     * drop box too: its owner must be one the batches may go to. */
+    if (sock && !iot_agent_uid_trusted(owner))
+        return -1;
     /* O_PATH: others may not read the directory, only create in it. */
     int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
@@ -888,8 +893,16 @@ static void connect_agent(void)
     if (now < s.next_connect_ns)
         return;
     s.next_connect_ns = now + (int64_t)RECONNECT_MS * 1000000;
-    uint64_t before = s.conn.connects;
-    if (iot_zpush_connect(&s.conn) != 0)
+    uint64_t before = s.conn.connects, refused = s.conn.refusals;
+    if (iot_zpush_connect(&s.conn) != 0 && errno == EACCES) {
+        /* Said once: the endpoint stays another user's, and every batch
+         * counts as send_failed meanwhile. */
+        if (!refused)
+            iot_debug_log("not sending to %s: the process listening there is uid %ld's, "
+                          "neither root nor this user nor the service's account; the events "
+                          "count as dropped (send_failed)",
+                          iot_g.cfg.agent, s.conn.refused_uid);
+    } else if (s.conn.refusals == refused && atomic_load(&s.conn.fd) < 0)
         iot_debug_log("cannot reach the agent at %s: %s", iot_g.cfg.agent, strerror(errno));
     else if (before)
         iot_debug_log("connected to the agent again (%llu times)",

@@ -16,6 +16,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "agenttrust.h"
+
 /* The client library wraps close() and fcntl(): its own descriptor must be
  * handled past the wrappers, which hide it from the application. */
 static void close_fd(int fd)
@@ -48,6 +50,8 @@ int iot_zpush_init(struct iot_zpush *z, const char *endpoint, size_t max_queue, 
     z->queue = NULL;
     z->head = z->n = 0;
     z->connects = z->breaks = z->lost_partial = 0;
+    z->refused_uid = -1;
+    z->refusals = 0;
     if (strncmp(endpoint, "ipc://", 6) != 0) {
         snprintf(err, errlen, "%s: only ipc:// endpoints (a Unix socket) reach the agent", endpoint);
         return -1;
@@ -187,6 +191,22 @@ int iot_zpush_connect(struct iot_zpush *z)
         if (fd == high)
             close_fd(fd);
         errno = EBADF;
+        return -1;
+    }
+    /* Whoever listens at the path gets this process's file names and
+     * events: only root, this user or the service's account (agenttrust.h),
+     * never another user who took the endpoint first; checked before a
+     * byte is written. */
+    uid_t peer_uid = (uid_t)-1;
+    int known = iot_agent_peer_uid(fd, &peer_uid) == 0;
+    if (!known || !iot_agent_uid_trusted(peer_uid)) {
+        int e = known ? EACCES : errno;
+        close_fd(fd);
+        if (known) {
+            z->refusals++;
+            z->refused_uid = (long)peer_uid;
+        }
+        errno = e;
         return -1;
     }
     z->ino = st.st_ino;

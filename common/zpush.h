@@ -44,6 +44,8 @@ struct iot_zpush {
     struct iot_zpush_msg *queue; /* ring of max_queue; head may be partly written */
     size_t max_queue, head, n;
     uint64_t connects, breaks, lost_partial;
+    long refused_uid; /* the owner of the last endpoint refused (agenttrust.h), or -1 */
+    uint64_t refusals;
 };
 
 /* ipc://PATH or ipc://@NAME (Linux's abstract namespace, as ZeroMQ spells
@@ -53,7 +55,9 @@ int iot_zpush_init(struct iot_zpush *z, const char *endpoint, size_t max_queue, 
 
 /* Connects if not connected: 0 when connected (the greeting is written),
  * -1 with errno otherwise (ENOENT, ECONNREFUSED: no agent; EAGAIN: its
- * backlog is full).  Never waits. */
+ * backlog is full; EACCES: the process listening there is another user's,
+ * one agenttrust.h does not trust, whose uid is then in refused_uid:
+ * nothing was written).  Never waits. */
 int iot_zpush_connect(struct iot_zpush *z);
 
 /* Hands one message over: 0 when the kernel took it or it waits in the

@@ -11,11 +11,13 @@
 
 #include "iotrace.pb-c.h"
 
-/* Where producers find their node's agent when IOTRACE_AGENT does not say:
- * the service's socket (iotrace-agent.service, RuntimeDirectory=iotrace) if
- * it exists, else the one an agent started by hand listens on. */
-#define IOT_AGENT_SERVICE_ENDPOINT "ipc:///run/iotrace/agent.sock"
-#define IOT_AGENT_DEFAULT_ENDPOINT "ipc:///tmp/iotrace-agent.sock"
+/* Where producers find their node's agent when IOTRACE_AGENT does not say,
+ * and where the agent listens when --listen does not: the service's socket
+ * (iotrace-agent.service, RuntimeDirectory=iotrace), for an agent started
+ * by hand too.  In a directory only root can make (in /run), never in /tmp:
+ * there any user could take the path first and receive every other user's
+ * batches, file names and all. */
+#define IOT_AGENT_DEFAULT_ENDPOINT "ipc:///run/iotrace/agent.sock"
 
 /* The agent's drop box for an ipc://PATH endpoint is PATH IOT_DROPBOX_SUFFIX
  * (agent/dropbox.h): a process that cannot reach the agent as it exits

@@ -73,6 +73,10 @@ add_test(NAME client.nb_collectives
 # The drop box with another user's files in it (root: acts as nobody).
 add_test(NAME client.dropbox
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_dropbox.py ${IOTRACE_IT_ARGS})
+# Another user's socket at the agent's endpoint gets nothing (root: acts as nobody).
+add_test(NAME client.squatted_endpoint
+  COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_squat.py ${IOTRACE_IT_ARGS})
+set_tests_properties(client.squatted_endpoint PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 # Programs that close or overwrite every descriptor, and absent or stopped agents.
 add_test(NAME client.descriptors
   COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/test_descriptors.py ${IOTRACE_IT_ARGS}

@@ -413,12 +413,12 @@ static int send_bad(struct producer *p)
 
 static void parse_options(struct options *o, int argc, char **argv, char *host)
 {
-    *o = (struct options){.agent = "ipc:///tmp/iotrace-agent.sock", .node = host,
+    *o = (struct options){.agent = IOT_AGENT_DEFAULT_ENDPOINT, .node = host,
                           .job = "synthetic", .batches = 10, .events = 4096, .linger = 30,
                           .hwm = 1000};
     const struct iot_opt opts[] = {
         {"agent", 'a', IOT_OPT_STRING, &o->agent, "ENDPOINT",
-         "agent to push to (default ipc:///tmp/iotrace-agent.sock)"},
+         "agent to push to (default " IOT_AGENT_DEFAULT_ENDPOINT ")"},
         {"node", 'n', IOT_OPT_STRING, &o->node, "NAME", "producer node (default: host name)"},
         {"job", 'j', IOT_OPT_STRING, &o->job, "JOB", "job id (default synthetic)"},
         {"rank", 'r', IOT_OPT_INT, &o->rank, "R", "MPI rank, upper 24 bits of CallIDs (default 0)"},

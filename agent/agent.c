@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -38,6 +39,7 @@ struct config {
     char *node;
     uint64_t max_pending;
     uint64_t max_pending_user;
+    long max_conns, max_conns_user;
     char *credit_timeout;
     char *drain_timeout;
     char *stats_interval;
@@ -156,6 +158,8 @@ static void parse_options(struct agent *a, int argc, char **argv)
         .node = (char *)short_hostname(a->hostname, sizeof a->hostname),
         .max_pending = 256ull << 20,
         .max_pending_user = UINT64_MAX,
+        .max_conns = 4096,
+        .max_conns_user = 1024,
         .credit_timeout = "30s",
         .drain_timeout = "5s",
         .stats_interval = "10s",
@@ -199,6 +203,15 @@ static void parse_options(struct agent *a, int argc, char **argv)
          "the store for the others; a SIZE of --max-pending or more sets no separate limit "
          "(back-pressure instead, for a node given to one user) (default: half of "
          "--max-pending)"},
+        {"max-connections", 0, IOT_OPT_INT, &c->max_conns, "N",
+         "producer connections an ipc socket path takes at a time; beyond it a connection is "
+         "closed at once and its producer counts what it could not hand over; lowered to what "
+         "the descriptor limit (RLIMIT_NOFILE, raised to its hard limit at start) leaves "
+         "(default 4096)"},
+        {"max-connections-per-user", 0, IOT_OPT_INT, &c->max_conns_user, "N",
+         "producer connections one local user may hold at a time, at most a quarter of "
+         "--max-connections, so that no user can take them all from the others (default "
+         "1024)"},
         {"credit-timeout", 0, IOT_OPT_STRING, &c->credit_timeout, "DURATION",
          "reconnect and resend if the collector sends no WELCOME or acknowledgement for "
          "this long while batches are in flight (default 30s)"},
@@ -297,6 +310,10 @@ static void parse_options(struct agent *a, int argc, char **argv)
         c->max_pending_user = c->max_pending / 2 ? c->max_pending / 2 : 1;
     if (c->max_pending_user == 0)
         usage_error("--max-pending-per-user must be larger than 0%s", "");
+    if (c->max_conns < 1 || c->max_conns_user < 1 || c->max_conns > (1l << 20) ||
+        c->max_conns_user > (1l << 20))
+        usage_error("--max-connections and --max-connections-per-user must be 1 to 1048576%s",
+                    "");
     char *end;
     unsigned long mode = strtoul(c->socket_mode, &end, 8);
     if (!c->socket_mode[0] || *end || mode > 0777)
@@ -338,6 +355,53 @@ static uint64_t new_session_id(void)
     if (getrandom(&id, sizeof id, 0) != sizeof id)
         id = (uint64_t)iot_now_ns() ^ ((uint64_t)getpid() << 32);
     return id;
+}
+
+/* Descriptors the agent needs besides its producers' connections:
+ * ZeroMQ's (context, uplink), the spool's, the drop box's scan, the log. */
+#define FD_RESERVE 64
+
+/* The own listener's limits (intake.h).  Connections need a descriptor
+ * each: the soft RLIMIT_NOFILE is raised to the hard one, and the limit
+ * lowered to what that leaves, so that the agent refuses connections
+ * rather than run out (libzmq aborted there).  Messages being received
+ * may take a quarter of --max-pending (at least 16 MiB), one user a
+ * quarter of that (at least two of the largest batches). */
+static void set_connection_limits(struct agent *a)
+{
+    struct ipcl *l = &a->intake.ipc;
+    if (!a->intake.own)
+        return;
+    struct rlimit rl;
+    uint64_t fds = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (rl.rlim_cur < rl.rlim_max) {
+            rlim_t want = rl.rlim_max;
+            if (want == RLIM_INFINITY || want > (1u << 20))
+                want = 1u << 20;
+            rl.rlim_cur = want;
+            setrlimit(RLIMIT_NOFILE, &rl);
+            getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        fds = rl.rlim_cur == RLIM_INFINITY ? (1u << 20) : rl.rlim_cur;
+    }
+    uint64_t conns = (uint64_t)a->cfg.max_conns;
+    if (conns + FD_RESERVE > fds) {
+        conns = fds > 2 * FD_RESERVE ? fds - FD_RESERVE : fds / 2;
+        iot_warn("--max-connections %ld lowered to %llu: the descriptor limit is %llu",
+                 a->cfg.max_conns, (unsigned long long)conns,
+                 (unsigned long long)fds);
+    }
+    l->max_conns = (unsigned)conns;
+    /* At most a quarter of them each: one user cannot take them all. */
+    uint64_t per_user = (uint64_t)a->cfg.max_conns_user;
+    if (per_user > conns / 4)
+        per_user = conns / 4 ? conns / 4 : 1;
+    l->max_conns_user = (unsigned)per_user;
+    size_t total = a->cfg.max_pending / 4 > (16u << 20) ? a->cfg.max_pending / 4 : (16u << 20);
+    size_t user = total / 4 > 2 * l->max_msg ? total / 4 : 2 * l->max_msg;
+    l->max_bytes = total;
+    l->max_bytes_user = user < total ? user : total;
 }
 
 static int start(struct agent *a)
@@ -387,6 +451,7 @@ static int start(struct agent *a)
                                                                       : (1u << 20);
     if (a->intake.max_user_bytes)
         a->intake.tally.max_user_bytes = a->intake.tally.max_bytes / 8;
+    set_connection_limits(a);
     a->intake_open = 1;
     /* What processes left while no agent ran goes first. */
     dropbox_scan(&a->dropbox, 0, &a->intake, &a->spool, &a->stats);
@@ -520,7 +585,7 @@ static int run(struct agent *a)
         int intake_at = -1;
         if (a->intake_open && may_take(a)) {
             intake_at = n;
-            items[n++] = (zmq_pollitem_t){.socket = a->intake.sock, .events = ZMQ_POLLIN};
+            intake_pollitem(&a->intake, &items[n++]);
         }
         int uplink_at = n;
         uplink_poll_items(&a->uplink, &items[n]);
@@ -552,6 +617,7 @@ static int run(struct agent *a)
             if (!backlog || now - a->dropbox.next_scan_ns >= DROPBOX_MAX_WAIT_NS)
                 dropbox_scan(&a->dropbox, now, &a->intake, &a->spool, &a->stats);
             tally_flush(&a->intake.tally, NULL, &a->spool, now, 0);
+            intake_tick(&a->intake, now, !tally_full(&a->intake.tally), &a->stats);
         }
         clocksync_tick(&a->clock, now);
         if (a->journal_open)

@@ -26,6 +26,9 @@
  * (ZeroMQ drops what it has not read when the peer goes), 8 of 120 in
  * agent.exactly_once. */
 #define INTAKE_RCVHWM 100
+/* A producer writes a batch whole, at once: a handshake or a message still
+ * incomplete after this long is a stalled or hostile peer's. */
+#define INTAKE_STALL_NS 10000000000LL
 
 /* A socket file nobody accepts on is left over from a dead agent. */
 static int socket_is_live(const char *path)
@@ -72,6 +75,21 @@ static int prepare_ipc_path(const char *path)
     return 0;
 }
 
+/* The socket file made, to be removed at close unless replaced since. */
+static int note_ipc_path(struct intake *in, const char *endpoint, const char *ipc_path,
+                         unsigned socket_mode)
+{
+    struct stat st;
+    if (ipc_path && strlen(ipc_path) < sizeof in->ipc_path && lstat(ipc_path, &st) == 0) {
+        strcpy(in->ipc_path, ipc_path);
+        in->ipc_dev = st.st_dev;
+        in->ipc_ino = st.st_ino;
+    }
+    iot_info("listening for producers on %s%s", endpoint,
+             ipc_path && (socket_mode & 0006) == 0006 ? " (every local user may connect)" : "");
+    return 0;
+}
+
 int intake_open(struct intake *in, void *zctx, const char *endpoint, const char *node,
                 unsigned socket_mode)
 {
@@ -84,12 +102,28 @@ int intake_open(struct intake *in, void *zctx, const char *endpoint, const char 
     in->bad_log.interval_ns = 1000000000;
     in->quota_log.interval_ns = 10000000000;
     in->discard_log.interval_ns = 10000000000;
+    in->conn_log.interval_ns = 10000000000;
     tally_init(&in->tally, 16u << 20);
     const char *ipc_path = NULL;
     if (!strncmp(endpoint, "ipc://", 6) && endpoint[6] != '@') {
         ipc_path = endpoint + 6;
         if (prepare_ipc_path(ipc_path) < 0)
             return -1;
+    }
+    in->ipc.lfd = in->ipc.epfd = in->ipc.spare_fd = -1;
+    if (ipc_path) {
+        if (ipcl_open(&in->ipc, ipc_path, socket_mode) < 0) {
+            iot_err("cannot listen on %s: %s", endpoint, strerror(errno));
+            intake_close(in);
+            return -1;
+        }
+        in->own = 1;
+        /* The agent sets its own limits (agent.c); these hold until then. */
+        in->ipc.max_conns = in->ipc.max_conns_user = 1024;
+        in->ipc.max_msg = IOT_WIRE_MAX_PRODUCER_BATCH;
+        in->ipc.max_bytes = in->ipc.max_bytes_user = 64u << 20;
+        in->ipc.stall_ns = INTAKE_STALL_NS;
+        return note_ipc_path(in, endpoint, ipc_path, socket_mode);
     }
     in->sock = zmq_socket(zctx, ZMQ_PULL);
     int hwm = INTAKE_RCVHWM, linger = 0;
@@ -101,35 +135,12 @@ int intake_open(struct intake *in, void *zctx, const char *endpoint, const char 
     zmq_setsockopt(in->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
     zmq_setsockopt(in->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     zmq_setsockopt(in->sock, ZMQ_LINGER, &linger, sizeof linger);
-    /* ZeroMQ creates the socket file in zmq_bind(), under the umask: made
-     * with its mode at once, there is no moment in which other users'
-     * ranks would be refused (the agent has no thread of its own that
-     * could create a file meanwhile). */
-    mode_t umask_was = ipc_path ? umask(0777 & ~(mode_t)socket_mode) : 0;
-    int bound = zmq_bind(in->sock, endpoint);
-    if (ipc_path)
-        umask(umask_was);
-    if (bound < 0) {
+    if (zmq_bind(in->sock, endpoint) < 0) {
         iot_err("cannot listen on %s: %s", endpoint, zmq_strerror(zmq_errno()));
         intake_close(in);
         return -1;
     }
-    /* And again, for a mode the umask cannot give (set-id bits) or a
-     * socket made otherwise. */
-    if (ipc_path && chmod(ipc_path, socket_mode) < 0) {
-        iot_err("cannot set the mode of %s: %s", ipc_path, strerror(errno));
-        intake_close(in);
-        return -1;
-    }
-    struct stat st;
-    if (ipc_path && strlen(ipc_path) < sizeof in->ipc_path && lstat(ipc_path, &st) == 0) {
-        strcpy(in->ipc_path, ipc_path);
-        in->ipc_dev = st.st_dev;
-        in->ipc_ino = st.st_ino;
-    }
-    iot_info("listening for producers on %s%s", endpoint,
-             ipc_path && (socket_mode & 0006) == 0006 ? " (every local user may connect)" : "");
-    return 0;
+    return note_ipc_path(in, endpoint, ipc_path, socket_mode);
 }
 
 static void report_invalid(struct intake *in, const char *why)
@@ -292,20 +303,49 @@ int intake_accept(struct intake *in, const uint8_t *data, size_t len,
     return rc;
 }
 
-/* Stores one received message if its envelope is sound. */
+/* Stores one received message if its envelope is sound, with the job its
+ * sender's launcher put it in, when known. */
+static void take_one(struct intake *in, const uint8_t *data, size_t len, Iotrace__Sender *sender,
+                     struct spool *sp, struct agent_stats *st)
+{
+    char job[IOT_WIRE_LAUNCHER_JOB_MAX + 1];
+    if (sender && launcher_job(sender->pid, sender->uid, job, sizeof job))
+        sender->job = job;
+    intake_accept(in, data, len, sender, 0, sp, st);
+}
+
 static void accept_message(struct intake *in, zmq_msg_t *msg, struct spool *sp,
                            struct agent_stats *st)
 {
     Iotrace__Sender sender;
-    char job[IOT_WIRE_LAUNCHER_JOB_MAX + 1];
     int known = peer_credentials(msg, &sender);
-    if (known && launcher_job(sender.pid, sender.uid, job, sizeof job))
-        sender.job = job;
-    intake_accept(in, zmq_msg_data(msg), zmq_msg_size(msg), known ? &sender : NULL, 0, sp, st);
+    take_one(in, zmq_msg_data(msg), zmq_msg_size(msg), known ? &sender : NULL, sp, st);
 }
 
 int intake_take(struct intake *in, struct spool *sp, struct agent_stats *st)
 {
+    if (in->own) {
+        const uint8_t *data;
+        size_t len;
+        uid_t uid;
+        gid_t gid;
+        pid_t pid;
+        int multipart;
+        if (!ipcl_next(&in->ipc, iot_mono_ns(), &data, &len, &uid, &gid, &pid, &multipart))
+            return 0;
+        if (multipart) {
+            st->invalid++;
+            report_invalid(in, "multipart message (a batch is a single frame)");
+            return 1;
+        }
+        Iotrace__Sender sender;
+        iotrace__sender__init(&sender);
+        sender.uid = (uint32_t)uid;
+        sender.gid = (uint32_t)gid;
+        sender.pid = (uint32_t)pid;
+        take_one(in, data, len, &sender, sp, st);
+        return 1;
+    }
     zmq_msg_t msg;
     zmq_msg_init(&msg);
     if (zmq_msg_recv(&msg, in->sock, ZMQ_DONTWAIT) < 0) {
@@ -333,9 +373,44 @@ int intake_take(struct intake *in, struct spool *sp, struct agent_stats *st)
 /* A stopped agent takes its socket with it, so that producers see at once
  * that no agent listens; its drop box stays for the next start
  * (docs/agent.md, "The drop box"). */
+void intake_pollitem(struct intake *in, void *item)
+{
+    zmq_pollitem_t *it = item;
+    *it = in->own ? (zmq_pollitem_t){.fd = ipcl_fd(&in->ipc), .events = ZMQ_POLLIN}
+                  : (zmq_pollitem_t){.socket = in->sock, .events = ZMQ_POLLIN};
+}
+
+void intake_tick(struct intake *in, int64_t now_ns, int reading, struct agent_stats *st)
+{
+    if (!in->own)
+        return;
+    ipcl_tick(&in->ipc, now_ns, reading);
+    const struct ipcl_counters *c = &in->ipc.c;
+    uint64_t refused = c->refused - st->conn_refused;
+    uint64_t dropped = c->stalled + c->oversized + c->broken - st->conn_dropped;
+    uint64_t held_back = 0;
+    if ((refused || dropped) && ratelimit_allow(&in->conn_log, now_ns, &held_back))
+        iot_warn("producer connections: %llu refused (over --max-connections or "
+                 "--max-connections-per-user, or no descriptor left), %llu closed (%llu stalled "
+                 "over %lld s, %llu with a frame over %zu bytes, %llu not ZMTP) so far; %zu open",
+                 (unsigned long long)c->refused,
+                 (unsigned long long)(c->stalled + c->oversized + c->broken),
+                 (unsigned long long)c->stalled, (long long)(in->ipc.stall_ns / 1000000000),
+                 (unsigned long long)c->oversized, in->ipc.max_msg, (unsigned long long)c->broken,
+                 ipcl_conns(&in->ipc));
+    if (!refused && !dropped && st->connections == ipcl_conns(&in->ipc))
+        return;
+    st->conn_refused = c->refused;
+    st->conn_dropped = c->stalled + c->oversized + c->broken;
+    st->connections = ipcl_conns(&in->ipc);
+}
+
 void intake_close(struct intake *in)
 {
     tally_free(&in->tally);
+    if (in->own)
+        ipcl_close(&in->ipc);
+    in->own = 0;
     if (in->sock)
         zmq_close(in->sock);
     in->sock = NULL;

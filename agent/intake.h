@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include "ipclisten.h"
 #include "stats.h"
 #include "tally.h"
 #include "wire.h"
@@ -14,7 +15,9 @@
 struct spool;
 
 struct intake {
-    void *sock;
+    void *sock;      /* libzmq's PULL socket, for other endpoints than a path */
+    struct ipcl ipc; /* the agent's own listener, for ipc://PATH */
+    int own;         /* 1: ipc in use */
     struct ratelimit bad_log;
     /* Appended to every batch taken: this agent's node as its `via`, then,
      * for the ipc socket, the sending process's credentials as `sender`,
@@ -26,7 +29,7 @@ struct intake {
      * it holds that much, its batches are counted in the tally instead
      * (over_quota), within the user's share of it. */
     uint64_t max_user_bytes;
-    struct ratelimit quota_log, discard_log;
+    struct ratelimit quota_log, discard_log, conn_log;
     /* Batches taken with no room to keep them, counted per producer until
      * they can be stored as drop records (tally.h); the agent sets its
      * size. */
@@ -65,6 +68,13 @@ int intake_accept(struct intake *in, const uint8_t *data, size_t len,
 /* Takes at most one message without blocking.  Returns 1 if one was taken
  * (valid or not), 0 if none was waiting, -1 on a socket error. */
 int intake_take(struct intake *in, struct spool *sp, struct agent_stats *st);
+
+/* Its entry in the agent's poll set. */
+void intake_pollitem(struct intake *in, void *zmq_pollitem);
+
+/* Drops stalled handshakes and partial messages (own listener; reading:
+ * see ipcl_tick); updates the connection counters in st. */
+void intake_tick(struct intake *in, int64_t now_ns, int reading, struct agent_stats *st);
 
 void intake_close(struct intake *in);
 

@@ -33,7 +33,8 @@ void stats_log(const struct agent_stats *st, const struct spool *sp, int force)
     iot_info("stats: received=%llu invalid=%llu over_quota=%llu store_full=%llu discarded=%llu "
              "forwarded=%llu resent=%llu "
              "acked=%llu duplicate=%llu rejected=%llu pending=%zu pending_bytes=%llu %s "
-             "reconnects=%llu clock_samples=%llu clock_offset_ns=%s clock_rtt_ns=%s",
+             "reconnects=%llu clock_samples=%llu clock_offset_ns=%s clock_rtt_ns=%s "
+             "connections=%llu conn_refused=%llu conn_dropped=%llu",
              (unsigned long long)st->received, (unsigned long long)st->invalid,
              (unsigned long long)st->over_quota, (unsigned long long)st->store_full,
              (unsigned long long)st->discarded,
@@ -41,7 +42,8 @@ void stats_log(const struct agent_stats *st, const struct spool *sp, int force)
              (unsigned long long)st->acked, (unsigned long long)st->duplicates,
              (unsigned long long)st->rejected, sp->count, (unsigned long long)sp->bytes, spool,
              (unsigned long long)st->reconnects, (unsigned long long)st->clock_samples, offset,
-             rtt);
+             rtt, (unsigned long long)st->connections, (unsigned long long)st->conn_refused,
+             (unsigned long long)st->conn_dropped);
 }
 
 int ratelimit_allow(struct ratelimit *rl, int64_t now_ns, uint64_t *suppressed)

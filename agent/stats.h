@@ -20,6 +20,9 @@ struct agent_stats {
     uint64_t duplicates; /* of those, the collector already had the batch */
     uint64_t rejected;   /* of those, the collector refused the batch */
     uint64_t reconnects; /* sessions opened after the first */
+    uint64_t connections;  /* producer connections open now (own ipc listener) */
+    uint64_t conn_refused; /* producer connections closed at once: over a limit, no descriptor */
+    uint64_t conn_dropped; /* closed later: stalled, oversized, not ZMTP */
     uint64_t clock_samples; /* clock batches of the agent's own put in the pending store */
     uint64_t clock_valid;   /* the two below hold the last burst's kept sample (not an
                                int: stats_log compares whole structs, padding included) */

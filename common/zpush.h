@@ -1,6 +1,7 @@
 /* A producer's connection to its node agent: a ZeroMQ PUSH peer spoken by
  * hand (ZMTP 3.0, NULL mechanism) over a Unix stream socket that the
- * producer owns.  The agent's side is libzmq's PULL socket, unchanged.
+ * producer owns.  The agent's side is a PULL peer of its own
+ * (agent/ipclisten.h), or libzmq's for other endpoints: ZMTP either way.
  *
  * Why not libzmq in the producer: the client library runs inside every
  * process of every user, and libzmq's context holds descriptors of its own

@@ -30,7 +30,7 @@ class Node:
     """An agent of its own for one scenario, its collector started later
     (down until then), both logging into NAME.log."""
 
-    def __init__(self, tmp, name, *options):
+    def __init__(self, tmp, name, *options, prefix=()):
         self.port = free_port()
         self.store = os.path.join(tmp, "store-" + name)
         self.sock = os.path.join(tmp, "run", f"agent-{name}.sock")
@@ -38,7 +38,7 @@ class Node:
         self.log = open(self.log_path, "wb")
         self.name = name
         self.collector = None
-        self.agent = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{self.port}",
+        self.agent = subprocess.Popen([*prefix, AGENT, "--collector", f"tcp://127.0.0.1:{self.port}",
                                        "--listen", "ipc://" + self.sock, "--node", name, "--state-dir", "none",
                                        "--stats-interval", "0.2s", *options], stderr=self.log)
         while not os.path.exists(self.sock):

@@ -21,6 +21,7 @@
 /* A pause in accepting when even the spare descriptor could not help
  * (the system's table is full). */
 #define ACCEPT_PAUSE_NS 100000000LL
+#define TICK_NS 100000000LL
 
 enum { C_GREETING, C_READY, C_FRAMES };
 
@@ -435,6 +436,10 @@ void ipcl_tick(struct ipcl *l, int64_t now_ns, int reading)
         epoll_ctl(l->epfd, EPOLL_CTL_MOD, l->lfd, &ev);
         l->accept_again_ns = 0;
     }
+    /* A look at every connection ten times a second, not at every turn of
+     * the agent's loop (one per batch under load). */
+    if (l->last_tick_ns && now_ns - l->last_tick_ns < TICK_NS)
+        return;
     /* While the agent does not read (it has no room even to count), the
      * producers are not the slow ones: their clocks stand still. */
     int64_t since = l->last_tick_ns ? now_ns - l->last_tick_ns : 0;

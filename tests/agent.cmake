@@ -10,6 +10,10 @@ target_link_libraries(test-agent-collector PRIVATE iotrace-wire iotrace-common P
 add_executable(test_agent_spool ${IOTRACE_TEST_DIR}/unit/test_agent_spool.c)
 target_link_libraries(test_agent_spool PRIVATE iotrace-agent-core PkgConfig::CMOCKA)
 add_test(NAME agent.spool COMMAND test_agent_spool)
+add_executable(test_agent_ipclisten ${IOTRACE_TEST_DIR}/unit/test_agent_ipclisten.c)
+target_link_libraries(test_agent_ipclisten PRIVATE iotrace-agent-core PkgConfig::CMOCKA)
+add_test(NAME agent.ipclisten COMMAND test_agent_ipclisten)
+set_tests_properties(agent.ipclisten PROPERTIES TIMEOUT 60 LABELS agent)
 
 # A launcher's job from the sender's cgroup: only paths root makes count.
 add_executable(test_launcher ${IOTRACE_TEST_DIR}/unit/test_launcher.c)

@@ -8,7 +8,9 @@ the others keep their events:
   refuses what its limits do not take and serves root meanwhile;
 - 4 500 connections each stalled inside a message that claims 262 000
   bytes (before: 1.29 GB): memory stays bounded, the stalled connections
-  are closed after 10 s, root's batches get through."""
+  are closed after 10 s, root's batches get through;
+- 20 connections writing 100 frames of 200 000 bytes each into an agent
+  that has stopped reading (before: 322 MB in 8 s): its memory stays put."""
 import os
 import re
 import subprocess
@@ -23,7 +25,8 @@ from users_test import Node, as_nobody, job_total  # noqa: E402  (same arguments
 # The attacker: opens N connections to the socket (non-blocking connects,
 # tried again for 2 s while the backlog is full), each speaking ZMTP's greeting and
 # READY as a PUSH peer; with "stall", each then starts a message claiming
-# 262 000 bytes and sends 1 000 of them.  Writes "connected refused" to OUT
+# 262 000 bytes and sends 1 000 of them; with "flood", each writes up to
+# 100 whole frames of 200 000 bytes.  Writes "connected refused frames" to OUT
 # when done, then holds everything until killed.
 ATTACKER = r"""
 import resource, socket, sys, time
@@ -53,8 +56,27 @@ for i in range(n):
             refused += 1
             s.close()
         break
+frames = 0
+if mode == "flood":  # 100 frames of 200 000 bytes each, as far as they are taken within 8 s
+    frame = bytes([0x02]) + (200000).to_bytes(8, "big") + b"f" * 200000
+    sent = {s: 0 for s in held}
+    deadline = time.time() + 8
+    while sent and time.time() < deadline:
+        for s in list(sent):
+            try:
+                n = s.send(frame[sent[s] % len(frame):])
+            except BlockingIOError:
+                continue
+            except OSError:
+                del sent[s]
+                continue
+            frames += (sent[s] % len(frame) + n) // len(frame)
+            sent[s] += n
+            if sent[s] >= 100 * len(frame):
+                del sent[s]
+        time.sleep(0.01)
 with open(out, "w") as f:
-    f.write(f"{len(held)} {refused}\n")
+    f.write(f"{len(held)} {refused} {frames}\n")
 time.sleep(3600)
 """
 
@@ -184,6 +206,32 @@ def stalled(tmp):
         end(attacker, n)
 
 
+def stopped_reader(tmp):
+    """An agent that has stopped reading (full, and no room to count: one
+    user forging a producer identity per batch, the collector down), and 20
+    connections of nobody writing 100 frames of 200 000 bytes each: nothing
+    is read ahead of the agent, so they wait in the kernel's buffers, not in
+    its memory (libzmq's I/O thread queued up to 100 per connection)."""
+    n = Node(tmp, "stopped", "--max-pending", "64K", "--max-pending-per-user", "64K", "--stats-interval", "0.2s")
+    attacker = None
+    forger = n.producer("forger", 20000, 20, "--forge", "--nonblocking", user="nobody", wait=False)
+    try:
+        check(until(lambda: "no room to count more" in n.text(), 60), "the agent never stopped reading")
+        before = proc_figures(n.agent.pid)
+        attacker, out = attack(20, "flood", n, tmp)
+        after = proc_figures(n.agent.pid)
+        check(n.agent.poll() is None, f"the agent died: exit {n.agent.returncode}")
+        check(after and after[2] < 64 * 1024, f"agent peak RSS with 20 connections' frames waiting: {after}")
+        held = open(out).read().split()
+        print(f"ok: stopped reader: {held[0]} connections of nobody wrote {held[2]} frames of 200 000 bytes "
+              f"into an agent not reading; its RSS {before and before[1]} KiB before, {after and after[1]} KiB "
+              f"after, peak {after and after[2]} KiB")
+    finally:
+        forger.kill()
+        forger.wait()
+        end(attacker, n)
+
+
 def main():
     if os.geteuid() != 0:
         print("skipped: needs root to run producers as another user")
@@ -193,6 +241,7 @@ def main():
     quota_by_default(tmp)
     descriptors(tmp)
     stalled(tmp)
+    stopped_reader(tmp)
     if not failures:
         print("ok: every attack held")
     sys.exit(finish(tmp))

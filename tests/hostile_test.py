@@ -221,7 +221,11 @@ def stopped_reader(tmp):
         attacker, out = attack(20, "flood", n, tmp)
         after = proc_figures(n.agent.pid)
         check(n.agent.poll() is None, f"the agent died: exit {n.agent.returncode}")
-        check(after and after[2] < 64 * 1024, f"agent peak RSS with 20 connections' frames waiting: {after}")
+        # What it grew by, not its size: an AddressSanitizer build starts
+        # larger and keeps freed buffers in its quarantine (libzmq's intake
+        # grew by 322 MB here).
+        check(after and before and after[2] - before[1] < 96 * 1024,
+              f"agent peak RSS with 20 connections' frames waiting: {before} -> {after}")
         held = open(out).read().split()
         print(f"ok: stopped reader: {held[0]} connections of nobody wrote {held[2]} frames of 200 000 bytes "
               f"into an agent not reading; its RSS {before and before[1]} KiB before, {after and after[1]} KiB "

@@ -13,6 +13,7 @@ usage: volume.sh start --type distribute|replica|disperse --dir WORKDIR --mount 
                        [--agent ENDPOINT] [--registry NAME] [--base-port PORT]
                        [--direct-io on|off] [--log-level LEVEL] [--hook-log-level LEVEL]
                        [--timeout SEC] [--fresh]
+                       [--brick-hosts ADDR,ADDR,...] [--allow PATTERN] [--only brick:I|client]
        volume.sh stop --dir WORKDIR
        volume.sh status --dir WORKDIR
 
@@ -41,6 +42,14 @@ start  creates WORKDIR/{bricks,vol,log,run}, starts the bricks, mounts the
          --hook-log-level L   of the iotrace translators alone; DEBUG makes
                           iotrace-server log every disk operation it records
          --fresh          wipe existing brick directories first
+         --brick-hosts A,B,...  brick I listens on (and the client reaches
+                          it at) the I-th address, on port --base-port + I,
+                          instead of 127.0.0.1 (a cluster: docs/cluster.md)
+         --allow PATTERN  client addresses each brick accepts (default
+                          127.0.0.1; GlusterFS's auth.addr syntax, 10.77.0.*)
+         --only brick:I   start brick I alone; --only client: the FUSE
+                          client alone (its bricks run elsewhere); the
+                          volfiles are the same on every host
 stop   unmounts MNT and ends the client and brick processes of WORKDIR, also
        after a partial start. Logs and brick data stay.
 EOF
@@ -204,7 +213,7 @@ do_start() {
     done
     [ -c /dev/fuse ] || die "/dev/fuse missing (modprobe fuse)"
     [ -n "$TYPE" ] || die "--type is required"
-    [ -n "$MNT" ] || die "--mount is required"
+    case $ONLY in brick:*) ;; *) [ -n "$MNT" ] || die "--mount is required" ;; esac
 
     case $TYPE in
     distribute)
@@ -240,14 +249,20 @@ do_start() {
             die "a volume is already running from $WORKDIR (volume.sh stop --dir $WORKDIR)"
         fi
     done
-    case $MNT in /*) ;; *) MNT=$(pwd -P)/$MNT ;; esac
-    MNT=$(printf '%s' "$MNT" | sed 's|/*$||')
-    if is_mounted "$MNT"; then
-        die "$MNT is already a mount point (a stale one? umount -l $MNT)"
+    if [ -n "$MNT" ]; then
+        case $MNT in /*) ;; *) MNT=$(pwd -P)/$MNT ;; esac
+        MNT=$(printf '%s' "$MNT" | sed 's|/*$||')
+        if is_mounted "$MNT"; then
+            die "$MNT is already a mount point (a stale one? umount -l $MNT)"
+        fi
+        mkdir -p "$MNT"
+        MNT=$(cd "$MNT" && pwd -P)
+        if is_mounted "$MNT"; then die "$MNT is already a mount point"; fi
     fi
-    mkdir -p "$MNT"
-    MNT=$(cd "$MNT" && pwd -P)
-    if is_mounted "$MNT"; then die "$MNT is already a mount point"; fi
+    if [ -n "$BRICK_HOSTS" ] &&
+        [ "$(echo "$BRICK_HOSTS" | tr ',' '\n' | grep -c .)" -ne "$NBRICKS" ]; then
+        die "--brick-hosts names $(echo "$BRICK_HOSTS" | tr ',' '\n' | grep -c .) addresses for $NBRICKS bricks"
+    fi
 
     if [ "$FRESH" = yes ]; then rm -rf "$WORKDIR/bricks"; fi
     if [ -f "$WORKDIR/state" ] && [ -d "$WORKDIR/bricks" ]; then
@@ -274,7 +289,15 @@ EOF
     subs=""    # what the cluster translators sit on: those, or hooks above them
     : >"$WORKDIR/vol/client.vol"
     while [ $i -lt "$NBRICKS" ]; do
-        while port_in_use "$port"; do port=$((port + 1)); done
+        # On hosts of their own, every host writes the same volfiles: the
+        # ports cannot depend on what happens to be free where they are made.
+        if [ -n "$BRICK_HOSTS" ]; then
+            addr=$(echo "$BRICK_HOSTS" | cut -d, -f$((i + 1)))
+            port=$((BASE_PORT + i))
+        else
+            addr=127.0.0.1
+            while port_in_use "$port"; do port=$((port + 1)); done
+        fi
         b=$NAME-brick-$i
         dir=$WORKDIR/bricks/b$i
         mkdir -p "$dir"
@@ -287,10 +310,10 @@ EOF
                 AGENT="$AGENT" REGISTRY="$REGISTRY" HOOK_LOG_LEVEL="$HOOK_LOG_LEVEL" CHILD="$below" >>"$vol"
             below=$b-iotrace
         fi
-        fill brick-server.vol.in NAME="$b" CHILD="$below" PORT="$port" >>"$vol"
+        fill brick-server.vol.in NAME="$b" CHILD="$below" PORT="$port" ADDR="$addr" ALLOW="$ALLOW" >>"$vol"
         echo "brick$i=$port $dir" >>"$WORKDIR/state"
 
-        fill client-brick.vol.in NAME="$NAME-client-$i" PORT="$port" REMOTE="$b" \
+        fill client-brick.vol.in NAME="$NAME-client-$i" PORT="$port" ADDR="$addr" REMOTE="$b" \
             >>"$WORKDIR/vol/client.vol"
         clients="$clients $NAME-client-$i"
         if [ "$CLIENT_HOOK" = yes ] && [ "$CLIENT_HOOK_AT" = bricks ]; then
@@ -352,6 +375,7 @@ EOF
     # --- bricks
     i=0
     while [ $i -lt "$NBRICKS" ]; do
+        if [ -n "$ONLY" ] && [ "$ONLY" != "brick:$i" ]; then i=$((i + 1)); continue; fi
         glusterfsd -f "$WORKDIR/vol/brick-$i.vol" --volfile-id "$NAME-brick-$i" \
             -l "$WORKDIR/log/brick-$i.log" -L "$LOG_LEVEL" -p "$WORKDIR/run/brick$i.pid" ||
             start_failed "glusterfsd for brick $i exited with $?"
@@ -360,6 +384,7 @@ EOF
     deadline=$(($(date +%s) + TIMEOUT))
     i=0
     while [ $i -lt "$NBRICKS" ]; do
+        if [ -n "$ONLY" ] && [ "$ONLY" != "brick:$i" ]; then i=$((i + 1)); continue; fi
         port=$(sed -n "s/^brick$i=\([0-9]*\) .*/\1/p" "$WORKDIR/state")
         until grep -q "listening on port ($port)" "$WORKDIR/log/brick-$i.log" 2>/dev/null; do
             pf=$WORKDIR/run/brick$i.pid
@@ -371,6 +396,11 @@ EOF
         done
         i=$((i + 1))
     done
+
+    if [ -n "$ONLY" ] && [ "$ONLY" != client ]; then
+        echo "volume.sh: brick ${ONLY#brick:} of $TYPE volume $NAME listening under $WORKDIR/bricks"
+        return 0
+    fi
 
     # --- client
     glusterfs -f "$WORKDIR/vol/client.vol" --volfile-id "$NAME" \
@@ -421,6 +451,7 @@ start | stop | status) ;;
 esac
 TYPE="" NBRICKS="" WORKDIR="" MNT="" NAME=iotrace XLATOR_DIR="" AGENT="" REGISTRY=""
 CLIENT_HOOK=yes CLIENT_HOOK_AT=bricks SERVER_HOOK=yes BASE_PORT=49400 DIRECT_IO=on LOG_LEVEL=INFO HOOK_LOG_LEVEL="" TIMEOUT=30 FRESH=no
+BRICK_HOSTS="" ALLOW=127.0.0.1 ONLY=""
 while [ $# -gt 0 ]; do
     case $1 in
     --no-* | --fresh | -h | --help) ;;
@@ -444,6 +475,9 @@ while [ $# -gt 0 ]; do
     --no-client-hook) CLIENT_HOOK=no; shift ;;
     --no-server-hook) SERVER_HOOK=no; shift ;;
     --fresh) FRESH=yes; shift ;;
+    --brick-hosts) BRICK_HOSTS=$2; shift 2 ;;
+    --allow) ALLOW=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument $1" ;;
     esac
@@ -455,6 +489,8 @@ case $HOOK_LOG_LEVEL in "" | TRACE | DEBUG | INFO | WARNING | ERROR | CRITICAL |
 *) die "--hook-log-level takes TRACE, DEBUG, INFO, WARNING, ERROR, CRITICAL or NONE" ;;
 esac
 case $NAME in *[!A-Za-z0-9_-]* | "") die "--name: letters, digits, - and _ only" ;; esac
+case $ONLY in "" | client | brick:[0-9] | brick:[0-9][0-9]) ;; *) die "--only takes brick:I or client" ;; esac
+case $ALLOW in *[!0-9A-Za-z.*:,_-]* | "") die "--allow: an address pattern such as 10.77.0.*" ;; esac
 
 case $CMD in
 start) do_start ;;

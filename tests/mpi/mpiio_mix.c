@@ -4,7 +4,11 @@
  * It verifies what it reads back and prints a digest of the file, so runs
  * with and without the preloaded library can be compared byte for byte.
  *
- * usage: mpiio_mix FILE [BLOCK_BYTES]
+ * usage: mpiio_mix FILE|DIRECTORY [BLOCK_BYTES]
+ *
+ * Given a directory (a volume's mount point), it writes a file of its own
+ * there, named by rank 0 (mpiio_mix.<seconds>.<pid>) so that runs do not
+ * overwrite each other.
  *
  * Per rank it calls each of these exactly once (tests count them):
  *   open, set_view x2, write_at, read_at, write_at_all, read_at_all,
@@ -31,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static int rank, nprocs;
@@ -93,11 +99,31 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     if (argc < 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: %s FILE [BLOCK_BYTES]\n", argv[0]);
+            fprintf(stderr, "usage: %s FILE|DIRECTORY [BLOCK_BYTES]\n", argv[0]);
         MPI_Finalize();
         return 2;
     }
     B = argc > 2 ? atoll(argv[2]) : 4096;
+    char path[4096];
+    {
+        struct stat sb;
+        int len = 0;
+        if (rank == 0) {
+            if (stat(argv[1], &sb) == 0 && S_ISDIR(sb.st_mode))
+                len = snprintf(path, sizeof path, "%s/mpiio_mix.%lld.%d", argv[1],
+                               (long long)time(NULL), (int)getpid());
+            else
+                len = snprintf(path, sizeof path, "%s", argv[1]);
+        }
+        MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (len <= 0 || len >= (int)sizeof path) {
+            if (rank == 0)
+                fprintf(stderr, "mpiio_mix: path too long\n");
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        MPI_Bcast(path, len + 1, MPI_CHAR, 0, MPI_COMM_WORLD);
+        argv[1] = path;
+    }
     char *w = malloc((size_t)B), *r = malloc((size_t)B);
     MPI_File fh;
     MPI_Status st;

@@ -562,6 +562,9 @@ do_mpiexec() {
     # clock), and the preload and IOTRACE_* variables travel explicitly.
     local -a genv=(-genv LD_PRELOAD "$CLIENT")
     for v in $(env | sed -n 's/^\(IOTRACE_[A-Z_]*\)=.*/\1/p'); do genv+=(-genv "$v" "${!v}"); done
+    # The launcher is this script again, called with no options of its own:
+    # the cluster it enters travels in the environment.
+    export IOTRACE_CLUSTER_DIR=$DIR IOTRACE_CLUSTER_PREFIX=$PREFIX IOTRACE_BUILD=$BUILD
     LD_PRELOAD="$CLIENT" enter "$first" mpiexec -launcher rsh -launcher-exec "$HERE/cluster.sh" \
         -hosts "$hostlist" -genvnone "${genv[@]}" "$@"
 }

@@ -1,0 +1,20 @@
+# Tests on a cluster of network-namespace hosts (deploy/cluster.sh): a
+# collector host, compute hosts with FUSE clients and ranks, storage hosts
+# with bricks, an agent per host, TCP and CURVE across a bridge. Root,
+# /dev/fuse; one cluster at a time (RUN_SERIAL). In the plain build only:
+# what they check is the deployment (hosts, keys, clocks, faults), and the
+# code they run has its sanitizer tests elsewhere.
+if(TARGET xlator-iotrace-client AND NOT IOTRACE_SANITIZE)
+  function(iotrace_cluster_test name script timeout)
+    add_test(NAME ${name}
+      COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/integration/${script}
+              --cluster-sh=${PROJECT_SOURCE_DIR}/deploy/cluster.sh --build=${PROJECT_BINARY_DIR}
+              --app=$<TARGET_FILE:mpiio_mix> ${ARGN})
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+  endfunction()
+
+  # mpiio_mix across 2 compute hosts on a replicate (2 storage hosts) and a
+  # disperse (3) volume: every call once per rank with its host, every brick
+  # read/write with the CallID of its call, nothing unmatched.
+  iotrace_cluster_test(cluster.attribution test_cluster_attribution.py 400)
+endif()

@@ -17,4 +17,9 @@ if(TARGET xlator-iotrace-client AND NOT IOTRACE_SANITIZE)
   # disperse (3) volume: every call once per rank with its host, every brick
   # read/write with the CallID of its call, nothing unmatched.
   iotrace_cluster_test(cluster.attribution test_cluster_attribution.py 400)
+
+  # tcpdump on the bridge: the agent -> collector hop carries no job name,
+  # file name, function or host name in clear; an agent with compute1's key
+  # claiming compute2 is refused.
+  iotrace_cluster_test(cluster.keys test_cluster_keys.py 300)
 endif()

@@ -558,15 +558,17 @@ do_mpiexec() {
     [ -n "$first" ] || die "no cluster in $DIR (cluster.sh up)"
     hostlist=$(hosts_of compute | tr '\n' ',' | sed 's/,$//')
     # Hydra starts one proxy per host through the launcher, which enters the
-    # host; -genvnone leaves each rank the environment of its own host (its
-    # clock), and the preload and IOTRACE_* variables travel explicitly.
-    local -a genv=(-genv LD_PRELOAD "$CLIENT")
+    # host; -genvnone leaves each rank the environment of its own host's
+    # proxy: its clock ahead of the client library in LD_PRELOAD (the
+    # launcher runs under mpiexec's preload), and the IOTRACE_* variables
+    # travel explicitly.
+    local -a genv=()
     for v in $(env | sed -n 's/^\(IOTRACE_[A-Z_]*\)=.*/\1/p'); do genv+=(-genv "$v" "${!v}"); done
     # The launcher is this script again, called with no options of its own:
     # the cluster it enters travels in the environment.
     export IOTRACE_CLUSTER_DIR=$DIR IOTRACE_CLUSTER_PREFIX=$PREFIX IOTRACE_BUILD=$BUILD
     LD_PRELOAD="$CLIENT" enter "$first" mpiexec -launcher rsh -launcher-exec "$HERE/cluster.sh" \
-        -hosts "$hostlist" -genvnone "${genv[@]}" "$@"
+        -hosts "$hostlist" -genvnone ${genv[@]+"${genv[@]}"} "$@"
 }
 
 case $CMD in

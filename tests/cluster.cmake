@@ -22,4 +22,9 @@ if(TARGET xlator-iotrace-client AND NOT IOTRACE_SANITIZE)
   # file name, function or host name in clear; an agent with compute1's key
   # claiming compute2 is refused.
   iotrace_cluster_test(cluster.keys test_cluster_keys.py 300)
+
+  # Hosts on clocks of their own (libfaketime: +3 s and 50 ppm, -2 s, +1.5 s,
+  # -0.7 s): offsets against the truth, reads and writes inside their calls
+  # after alignment, a +1 s step followed.
+  iotrace_cluster_test(cluster.clocks test_cluster_clocks.py 400)
 endif()

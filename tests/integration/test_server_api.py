@@ -76,20 +76,31 @@ def main():
         # Buffers far too small, and no full buffer handed over whole
         # (IOTRACE_OVERFLOW_MB=0): the server is never held up; what does
         # not fit is dropped, counted, and the count reaches the collector.
+        # The recording threads do not send (IOTRACE_INLINE_SEND=0), so the
+        # sender thread alone drains 64-event buffers filled in a tight loop.
+        # Whether it falls behind is up to the scheduler: runs (each a server
+        # of its own) are repeated until one drops, at most 5.
         env["IOTRACE_BUFFER_EVENTS"] = "64"
         env["IOTRACE_OVERFLOW_MB"] = "0"
-        res = subprocess.run([bins["server_demo"], "small:/store", str(N), str(JOBS)], env=env,
-                             capture_output=True, text=True, timeout=60)
-        assert res.returncode == 0, res
-        recorded, dropped = (int(x) for x in res.stdout.split("recorded ")[1].split(" dropped "))
-        assert recorded + dropped == N and dropped > 0, res.stdout
+        env["IOTRACE_INLINE_SEND"] = "0"
+        recorded = dropped = 0
+        for attempt in range(5):
+            res = subprocess.run([bins["server_demo"], f"small{attempt}:/store", str(N), str(JOBS)],
+                                 env=env, capture_output=True, text=True, timeout=60)
+            assert res.returncode == 0, res
+            r, d = (int(x) for x in res.stdout.split("recorded ")[1].split(" dropped "))
+            assert r + d == N, res.stdout
+            recorded, dropped = recorded + r, dropped + d
+            if d:
+                break
+        assert dropped > 0, f"5 runs with 64-event buffers dropped nothing: {res.stdout}"
 
         # What the buffers dropped is counted as buffer_full exactly; what
         # they took is stored, or counted as send_failed when the agent's
         # socket could not take a batch (hundreds of 64-event batches at
         # once): nothing is missing uncounted.
         def complete(ev):
-            mine = [e for e in ev if e.get("server") == "small:/store" or
+            mine = [e for e in ev if (e.get("server") or "").startswith("small") or
                     (e["kind"] == "drop" and e["pid"] not in {d["pid"] for d in disk})]
             got = sum(e["kind"] == "disk" for e in mine)
             full = sum(e["dropped"] for e in mine if e["kind"] == "drop" and e["reason"] == "buffer_full")
@@ -100,7 +111,7 @@ def main():
             dep.wait_for(complete)
         except AssertionError:
             ev = dep.export()
-            mine = [e for e in ev if e.get("server") == "small:/store" or
+            mine = [e for e in ev if (e.get("server") or "").startswith("small") or
                     (e["kind"] == "drop" and e["pid"] not in {d["pid"] for d in disk})]
             raise AssertionError(
                 f"stored {sum(e['kind'] == 'disk' for e in mine)} of {recorded} recorded, "

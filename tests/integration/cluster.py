@@ -159,3 +159,16 @@ def per_rank_calls(events, job):
         if e["job"] == job and e["kind"] == "mpiio":
             c[(e["mpi_rank"], e["func"])] += 1
     return c
+
+
+def finish(failures):
+    """The exit status of a cluster test: 1 with the number of failed checks."""
+    left = leftovers()
+    if left:
+        failures.append(f"left behind: {left}")
+        print(f"FAIL: left behind: {left}", file=sys.stderr)
+    if failures:
+        print(f"FAILED: {len(failures)} check(s)")
+        return 1
+    print("ok")
+    return 0

@@ -139,13 +139,7 @@ def main():
                 check_job(c, job, truth, storage, volume)
         finally:
             shutil.rmtree(truth, ignore_errors=True)
-    left = cluster.leftovers()
-    check(not left, f"left behind: {left}")
-    if failures:
-        print(f"FAILED: {len(failures)} check(s)")
-        return 1
-    print("ok")
-    return 0
+    return cluster.finish(failures)
 
 
 if __name__ == "__main__":

@@ -144,11 +144,7 @@ def main():
         # the first after it by more than the bound it reports: printed,
         # not yet held to it (docs/reliability.md).
         check_causality(c, "clocks-2", errs, strict=False)
-    if failures:
-        print(f"FAILED: {len(failures)} check(s)")
-        return 1
-    print("ok")
-    return 0
+    return cluster.finish(failures)
 
 
 if __name__ == "__main__":

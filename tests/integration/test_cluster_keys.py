@@ -112,11 +112,7 @@ def main():
     with cluster.Cluster(args, "--mount", MOUNT, "--clock-interval", "1s") as c:
         capture_hop(c, args)
         impersonate(c, args.app)
-    if failures:
-        print(f"FAILED: {len(failures)} check(s)")
-        return 1
-    print("ok")
-    return 0
+    return cluster.finish(failures)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,13 @@ usage: cluster.sh [--dir DIR] [--prefix NAME] [--build DIR] COMMAND [ARGS]
 
   up [--compute N] [--storage M] [--volume distribute|replicate|disperse]
      [--clock HOST=OFFSET[,DRIFT_PPM]]... [--mount DIR] [--clock-interval DUR]
+     [--no-slurm]
                  builds the hosts and starts everything (default: 2 compute
                  hosts, 2 storage hosts, a replicate volume; disperse needs
                  3 storage hosts), mounted at /mnt/iotrace on every compute
                  host. OFFSET: +3s, -2s, +250ms; DRIFT_PPM: 50 or -20.
+                 Slurm (slurmctld on the collector host, slurmd on each
+                 compute host, iotrace's TaskProlog) unless --no-slurm.
   exec HOST CMD...            runs CMD on HOST (its namespaces, its clock)
   mpiexec [MPIEXEC-ARGS] PROG [ARGS]
                               runs PROG traced with MPICH's mpiexec from the
@@ -249,6 +252,14 @@ start_holder() {
         wait_for 10 clock enter "$h" test -e "/dev/shm/faketime_shm_$p" ||
             fail_up "host $h: libfaketime's shared clock did not appear"
         date -u +%s.%N >"$d/clock.t0"
+        # For Slurm's tasks (slurm.sh --task-env), whose environment comes
+        # from the srun or sbatch that started them, maybe on another host.
+        mkdir -p "$DIR/task-env"
+        { echo "LD_PRELOAD_FIRST=$FAKETIME_LIB"
+          echo "FAKETIME_TIMESTAMP_FILE=$d/clock"
+          echo "FAKETIME_SHARED=/faketime_sem_$p /faketime_shm_$p"
+          echo "FAKETIME_CACHE_DURATION=1"
+          echo "FAKETIME_DONT_FAKE_MONOTONIC=1"; } >"$DIR/task-env/$h.env"
     fi
 }
 
@@ -315,6 +326,23 @@ start_client() {
         fail_up "$h: the volume did not mount (log/volume.log)"
 }
 
+# Slurm as a facility runs it (deploy/cluster/slurm.sh): slurmctld on the
+# collector host, slurmd on every compute host, a munged on each, and
+# iotrace's TaskProlog tracing every task of every job. Its files are in
+# DIR/slurm; each host enters through this script.
+SLURM_SH=$HERE/cluster/slurm.sh
+slurm_enter() { echo "$HERE/cluster.sh --dir $DIR --prefix $PREFIX --build $BUILD exec"; }
+
+start_slurm() {
+    local -a nodes=()
+    local h
+    for h in $(hosts_of compute); do nodes+=(--node "$h=$(addr_of "$h")"); done
+    "$SLURM_SH" up --dir "$DIR/slurm" --enter "$(slurm_enter)" \
+        --controller "collector=$(addr_of collector)" "${nodes[@]}" --client "$CLIENT" \
+        --task-env "$DIR/task-env" \
+        >>"$DIR/slurm.log" 2>&1 || { cat "$DIR/slurm.log" >&2; fail_up "Slurm did not start ($DIR/slurm.log)"; }
+}
+
 start_host() {
     local h=$1
     case $(role_of "$h") in
@@ -322,6 +350,11 @@ start_host() {
     compute) start_agent "$h"; start_client "$h" ;;
     storage) start_agent "$h"; start_brick "$h" ;;
     esac
+    # After a crash: the host's part of Slurm too.
+    if [ -f "$DIR/slurm.on" ] && [ "$(role_of "$h")" != storage ]; then
+        "$SLURM_SH" start --dir "$DIR/slurm" --enter "$(slurm_enter)" "$h" >>"$DIR/slurm.log" 2>&1 ||
+            die "$h: Slurm did not start again ($DIR/slurm.log)"
+    fi
 }
 
 write_configs() {
@@ -373,7 +406,9 @@ do_up() {
     local ncompute=2 nstorage=2 volume=replicate mnt=/mnt/iotrace h spec
     local -a clocks=()
     CLOCK_INTERVAL=2s
+    local slurm=1
     while [ $# -gt 0 ]; do
+        [ "$1" = --no-slurm ] && { slurm=0; shift; continue; }
         case $1 in -*) [ $# -ge 2 ] || misuse "$1 needs a value" ;; esac
         case $1 in
         --compute) ncompute=$2 ;;
@@ -400,6 +435,12 @@ do_up() {
     for c in ip nsenter unshare setpriv glusterfsd glusterfs mpiexec ss; do
         command -v $c >/dev/null 2>&1 || die "$c not found (./deploy/install-deps.sh)"
     done
+    if [ $slurm -eq 1 ]; then
+        for c in slurmctld slurmd srun munged; do
+            PATH=$PATH:/usr/sbin command -v $c >/dev/null 2>&1 ||
+                die "$c not found: Slurm needs packages slurm-wlm and munge (./deploy/install-deps.sh), or up --no-slurm"
+        done
+    fi
     [ -c /dev/fuse ] || die "/dev/fuse missing (modprobe fuse)"
     for f in "$AGENT" "$COLLECTOR" "$EXPORT" "$CLIENT" "$XLATORS/iotrace-client.so"; do
         [ -e "$f" ] || die "$f missing: build first (./deploy/build.sh $BUILD) or pass --build"
@@ -458,6 +499,11 @@ do_up() {
     for h in $(hosts_of compute); do start_agent "$h"; done
     for h in $(hosts_of storage); do start_brick "$h"; done
     for h in $(hosts_of compute); do start_client "$h"; done
+    if [ $slurm -eq 1 ]; then
+        start_slurm
+        touch "$DIR/slurm.on"
+        echo "cluster.sh: Slurm: slurmctld on collector, slurmd on $(hosts_of compute | tr '\n' ' ')(cluster.sh exec compute1 srun -N$ncompute ...)"
+    fi
     echo "cluster.sh: up; volume $volume on $(hosts_of storage | tr '\n' ' ')mounted at $mnt on $(hosts_of compute | tr '\n' ' ')"
     echo "cluster.sh: dashboard: cluster.sh exec collector curl http://127.0.0.1:8080/  (docs/cluster.md)"
 }

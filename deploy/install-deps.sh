@@ -7,7 +7,7 @@ glusterfs-server glusterfs-client libglusterfs-dev libgfapi0 liburcu-dev fuse3 f
 libmicrohttpd-dev libcrypt-dev libjs-chart.js chromium chromium-driver python3-selenium python3-jsonschema prometheus curl openssl
 clang libclang-rt-14-dev systemd groff-base dpkg-dev gcovr
 systemd-container debootstrap python3-pandas python3-jsonschema lintian valgrind
-iproute2 util-linux tcpdump"
+iproute2 util-linux tcpdump slurm-wlm munge"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

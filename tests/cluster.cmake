@@ -27,4 +27,10 @@ if(TARGET xlator-iotrace-client AND NOT IOTRACE_SANITIZE)
   # -0.7 s): offsets against the truth, reads and writes inside their calls
   # after alignment, a +1 s step followed.
   iotrace_cluster_test(cluster.clocks test_cluster_clocks.py 400)
+
+  # Slurm (slurmctld, slurmd, munge, iotrace's TaskProlog) across the
+  # compute hosts: srun and sbatch jobs of user nobody stored under Slurm's
+  # job.step ids with their name and user, attributed as above; an opted-out
+  # job not stored; the dashboard in headless Chromium on the collector host.
+  iotrace_cluster_test(cluster.slurm test_cluster_slurm.py 500)
 endif()

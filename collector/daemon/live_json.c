@@ -33,7 +33,10 @@ static json_t *job_summary(struct live *l, const struct ljob *j)
     json_object_set_new(o, "state", json_string(j->finished ? "finished" : "running"));
     int64_t uid = xp_job_owner(&l->d, j->job);
     const char *name = xp_job_name(&l->d, j->job);
+    char user[64];
     json_object_set_new(o, "uid", uid < 0 ? json_null() : json_integer(uid));
+    json_object_set_new(o, "user", xp_user_name(uid, user, sizeof user)[0] ? iot_json_text(user)
+                                                                         : json_null());
     json_object_set_new(o, "name", name[0] ? iot_json_text(name) : json_null());
     json_object_set_new(o, "processes", u64(j->processes));
     json_object_set_new(o, "ranks", u64(j->ranks));

@@ -1,5 +1,7 @@
 #include "events.h"
 
+#include <pthread.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +288,44 @@ const char *xp_job_name(const struct xp_data *d, uint32_t job)
 {
     return job < d->cap_job_owner && d->job_name[job] ? xp_string(&d->job_names, d->job_name[job])
                                                       : "";
+}
+
+const char *xp_user_name(int64_t uid, char *buf, size_t len)
+{
+    /* Few users run jobs on one collector; a small cache, replaced round
+     * robin, bounds what a store of many users costs. Names learned are
+     * kept for the process's life, as nscd would keep them a while. */
+    enum { SLOTS = 64 };
+    static struct {
+        int64_t uid;
+        char name[64];
+    } cache[SLOTS];
+    static size_t used, next;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    if (len == 0)
+        return buf;
+    buf[0] = '\0';
+    if (uid < 0 || uid > UINT32_MAX)
+        return buf;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < used; i++)
+        if (cache[i].uid == uid) {
+            snprintf(buf, len, "%s", cache[i].name);
+            pthread_mutex_unlock(&lock);
+            return buf;
+        }
+    pthread_mutex_unlock(&lock);
+    struct passwd pw, *found = NULL;
+    char scratch[4096];
+    if (getpwuid_r((uid_t)uid, &pw, scratch, sizeof scratch, &found) != 0 || !found)
+        found = NULL;
+    pthread_mutex_lock(&lock);
+    size_t slot = used < SLOTS ? used++ : next++ % SLOTS;
+    cache[slot].uid = uid;
+    snprintf(cache[slot].name, sizeof cache[slot].name, "%s", found ? found->pw_name : "");
+    snprintf(buf, len, "%s", cache[slot].name);
+    pthread_mutex_unlock(&lock);
+    return buf;
 }
 
 /* The launcher's name for the job, kept from the first process that says. */

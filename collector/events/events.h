@@ -134,6 +134,13 @@ typedef int (*xp_batch_done)(void *ctx, const struct xp_data *d, uint32_t produc
 int64_t xp_job_owner(const struct xp_data *d, uint32_t job);
 const char *xp_job_name(const struct xp_data *d, uint32_t job);
 
+/* The login name of uid on the host reading the store (the collector's or
+ * the exporting user's), written to buf; "" when it has none or uid < 0.
+ * The store keeps the uid the agents learned from the kernel: a name is the
+ * reader's view, as ls -l gives one. Thread-safe; names are cached, since a
+ * directory service may be slow and every dashboard update asks. */
+const char *xp_user_name(int64_t uid, char *buf, size_t len);
+
 int xp_data_init(struct xp_data *d);
 void xp_data_free(struct xp_data *d);
 

@@ -464,8 +464,12 @@ static void print_row(FILE *out, const struct xp_data *d, const struct job_list 
             last);
     /* What the launcher and the agents said about it, when they did. */
     int64_t uid = xp_job_owner(d, r->job);
-    if (uid >= 0)
+    if (uid >= 0) {
+        char user[64];
         fprintf(out, " uid=%lld", (long long)uid);
+        if (xp_user_name(uid, user, sizeof user)[0])
+            fprintf(out, " user=%s", user);
+    }
     const char *name = xp_job_name(d, r->job);
     if (name[0]) {
         fputs(" name=", out);

@@ -89,6 +89,9 @@ function update(msg) {
     tr.dataset.job = j.job;
     tr.onclick = () => select(j.job);
     cell(tr, j.job);
+    cell(tr, j.name === null ? "–" : j.name);
+    // The login name on the collector's host; the uid when it has none.
+    cell(tr, j.user !== null && j.user !== undefined ? j.user : j.uid !== null ? "uid " + j.uid : "–");
     cell(tr, j.state);
     cell(tr, j.ranks);
     const n = cell(tr, j.nodes + (j.nodes_without_clock ? " (" + j.nodes_without_clock + " unaligned)" : ""));
@@ -148,6 +151,9 @@ function select(job) {
   for (const f of ["stats", "jsonl", "slog2"])
     $("dl-" + f).href = "api/v1/jobs/" + encodeURIComponent(job) + "/download/" + f;
   $("detail").hidden = true;
+  // Nothing of the job shown before stays under this one's name.
+  fill("functions", []);
+  fill("servers", []);
   tl = series = null;
   statsKey = tlKey = null;
   connect();

@@ -13,12 +13,16 @@ usage() {
 usage: slurm.sh up   --dir DIR --enter ENTER --controller HOST=ADDR
                      --node HOST=ADDR [--node HOST=ADDR]... [--prefix PREFIX]
                      [--client LIB] [--cpus N] [--timeout SECONDS]
+       slurm.sh start --dir DIR --enter ENTER HOST
        slurm.sh down --dir DIR --enter ENTER
 
   up     writes DIR/etc/slurm.conf and a munge key, starts a munged on every
          host, slurmctld on the controller, slurmd -N HOST on every node, and
          waits until sinfo shows every node idle (--timeout, default 60 s).
          On failure: the logs' tails, then what was started is stopped.
+  start  starts HOST's part again (its munged, and slurmctld or slurmd) after
+         the host lost its processes, as a rebooted node does; the
+         controller then takes a node back (ReturnToService=2)
   down   stops every process up started (jobs are cancelled first; slurmd,
          slurmstepd, slurmctld, munged) and undoes its mounts in the hosts;
          safe to run twice; removes nothing (DIR keeps the logs; the next
@@ -36,6 +40,11 @@ usage: slurm.sh up   --dir DIR --enter ENTER --controller HOST=ADDR
                     installed libiotrace-client.so); a job opts out with
                     IOTRACE_DISABLE=1 (sbatch/srun --export=ALL,IOTRACE_DISABLE=1)
   --cpus N          CPUs each node offers (default: the machine's, at least 4)
+  --task-env DIR    DIR/HOST.env, lines NAME=value, set in every task on HOST
+                    before iotrace's TaskProlog runs (cluster.sh: the host's
+                    clock, libfaketime's settings; LD_PRELOAD_FIRST=LIB goes
+                    first in LD_PRELOAD): a task's environment comes from
+                    the srun or sbatch that started it, on another host
 
 On each host, DIR/etc is bind-mounted over /etc/slurm (srun, sbatch, squeue,
 sinfo find slurm.conf without SLURM_CONF) and DIR/HOST/munge over DIR/munge,
@@ -62,12 +71,18 @@ PROLOG_SRC=$ROOT/deploy/slurm/iotrace-taskprolog
 case $1 in -h | --help) usage; exit 0 ;; esac
 CMD=$1
 shift
-DIR="" ENTER="" CONTROLLER="" PREFIX=/usr CLIENT="" CPUS="" TIMEOUT=60
+START_HOST=""
+if [ "$CMD" = start ] && [ $# -gt 0 ]; then
+    # The host is the last word: slurm.sh start --dir D --enter E HOST.
+    START_HOST=${!#}
+    set -- "${@:1:$(($# - 1))}"
+fi
+DIR="" ENTER="" CONTROLLER="" PREFIX=/usr CLIENT="" CPUS="" TIMEOUT=60 TASK_ENV=""
 NODES=()
 while [ $# -gt 0 ]; do
     case $1 in
     -h | --help) usage; exit 0 ;;
-    --dir | --enter | --controller | --node | --prefix | --client | --cpus | --timeout)
+    --dir | --enter | --controller | --node | --prefix | --client | --cpus | --timeout | --task-env)
         [ $# -ge 2 ] || misuse "$1 needs a value" ;;
     *) misuse "unknown argument $1" ;;
     esac
@@ -78,6 +93,7 @@ while [ $# -gt 0 ]; do
     --node) NODES+=("$2") ;;
     --prefix) PREFIX=$2 ;;
     --client) CLIENT=$2 ;;
+    --task-env) TASK_ENV=$2 ;;
     --cpus) CPUS=$2 ;;
     --timeout) TIMEOUT=$2 ;;
     esac
@@ -120,6 +136,8 @@ tail_logs() {
 }
 
 fail_up() {
+    # A host's start leaves the rest of the cluster's Slurm as it is.
+    [ "$CMD" != start ] || die "start failed: $*"
     echo "slurm.sh: up failed: $*" >&2
     tail_logs
     echo "slurm.sh: stopping what was started" >&2
@@ -163,7 +181,7 @@ write_conf() {
         # proctrack/linuxproc follows a step's processes by their parents.
         echo "ProctrackType=proctrack/linuxproc"
         echo "TaskPlugin=task/none"
-        echo "TaskProlog=$DIR/iotrace-taskprolog"
+        echo "TaskProlog=$DIR/$PROLOG"
         echo "MpiDefault=pmi2"
         echo "ReturnToService=2"
         echo "SchedulerType=sched/backfill"
@@ -196,6 +214,41 @@ write_conf() {
         echo "# Written by deploy/cluster/slurm.sh up."
         echo "CgroupPlugin=cgroup/v1"
     } >"$DIR/etc/cgroup.conf"
+}
+
+# The TaskProlog with --task-env: the host's settings first, then iotrace's
+# TaskProlog, whose LD_PRELOAD keeps LD_PRELOAD_FIRST (libfaketime) first.
+write_task_env_prolog() {
+    cat >"$DIR/taskprolog.new" <<EOF
+#!/bin/sh
+# Written by deploy/cluster/slurm.sh up (--task-env $TASK_ENV): HOST.env's
+# settings, then iotrace's TaskProlog. A task's environment comes from the
+# srun or sbatch that started it, maybe on another host: what belongs to
+# this host (its clock) is set here.
+f="$TASK_ENV/\$(hostname).env"
+first=""
+if [ -r "\$f" ]; then
+    while IFS= read -r line; do
+        case \$line in
+        LD_PRELOAD_FIRST=*) first=\${line#*=} ;;
+        [A-Za-z_]*=*) echo "export \$line" ;;
+        esac
+    done <"\$f"
+fi
+if [ -n "\$first" ]; then
+    case ":\${LD_PRELOAD:-}:" in
+    *":\$first:"*) ;;
+    *) LD_PRELOAD=\$first\${LD_PRELOAD:+:\$LD_PRELOAD}; export LD_PRELOAD ;;
+    esac
+fi
+out=\$("$DIR/iotrace-taskprolog")
+echo "\$out"
+# An opted-out job gets no preload from iotrace, but keeps the host's.
+case \$out in *"export LD_PRELOAD="*) ;; *) [ -z "\$first" ] || echo "export LD_PRELOAD=\$LD_PRELOAD" ;; esac
+exit 0
+EOF
+    chmod 0755 "$DIR/taskprolog.new"
+    mv "$DIR/taskprolog.new" "$DIR/taskprolog"
 }
 
 # bind HOST SRC DST: SRC over DST in HOST's mount namespace (once).
@@ -298,6 +351,11 @@ do_up() {
     cp "$PROLOG_SRC" "$DIR/iotrace-taskprolog.new"
     chmod 0755 "$DIR/iotrace-taskprolog.new"
     mv "$DIR/iotrace-taskprolog.new" "$DIR/iotrace-taskprolog"
+    PROLOG=iotrace-taskprolog
+    if [ -n "$TASK_ENV" ]; then
+        write_task_env_prolog
+        PROLOG=taskprolog
+    fi
     if [ -n "$CLIENT" ]; then
         echo "client=$CLIENT" >"$DIR/iotrace-taskprolog.conf"
     else
@@ -331,6 +389,37 @@ do_up() {
         sleep 0.5
     done
     echo "slurm.sh: up in $((SECONDS - t0))s: $(nodes | tr '\n' ' ')idle; try: $ENTER $ctl srun -N$(nodes | wc -l) hostname"
+}
+
+# start HOST: HOST's daemons again, with the files up wrote.
+do_start() {
+    local h=$1 roles
+    [ -f "$DIR/hosts.list" ] || die "no Slurm in $DIR (slurm.sh up first)"
+    roles=$(awk -v h="$h" '$1 == h {print $3}' "$DIR/hosts.list")
+    [ -n "$roles" ] || misuse "start: $h is not one of $(hosts | tr '\n' ' ')"
+    # A host that came back may have a mount namespace of its own again.
+    bind "$h" "$DIR/etc" /etc/slurm
+    bind "$h" "$DIR/$h/munge" "$DIR/munge"
+    awk -v h="$h" -v ns="$(on "$h" readlink /proc/self/ns/mnt)" '$1 == h {$2 = ns} {print}' \
+        "$DIR/mntns" >"$DIR/mntns.new" && mv "$DIR/mntns.new" "$DIR/mntns"
+    start_munged "$h"
+    case $roles in
+    *controller*)
+        rm -f "$DIR/$h/run/slurmctld.pid"
+        on "$h" env "$MARK" "$PREFIX/sbin/slurmctld" -f "$CONF" </dev/null >>"$DIR/$h/log/slurmctld.out" 2>&1 ||
+            die "$h: slurmctld did not start"
+        wait_pid 10 "$DIR/$h/run/slurmctld.pid" || die "$h: slurmctld did not start"
+        ;;
+    esac
+    case $roles in
+    *node*)
+        rm -f "$DIR/$h/run/slurmd.pid"
+        on "$h" env "$MARK" "$PREFIX/sbin/slurmd" -f "$CONF" -N "$h" </dev/null >>"$DIR/$h/log/slurmd.out" 2>&1 ||
+            die "$h: slurmd did not start"
+        wait_pid 10 "$DIR/$h/run/slurmd.pid" || die "$h: slurmd did not start"
+        ;;
+    esac
+    echo "slurm.sh: $h started ($roles)"
 }
 
 # ------------------------------------------------------------------ down
@@ -433,8 +522,11 @@ do_down() {
 
 case $CMD in
 up) do_up ;;
+start)
+    [ -n "$START_HOST" ] || misuse "start HOST"
+    do_start "$START_HOST" ;;
 down)
     if [ -n "$CONTROLLER$CLIENT$CPUS" ] || [ ${#NODES[@]} -gt 0 ]; then misuse "down takes --dir and --enter only"; fi
     do_down ;;
-*) misuse "unknown command $CMD (up, down)" ;;
+*) misuse "unknown command $CMD (up, start, down)" ;;
 esac

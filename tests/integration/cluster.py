@@ -9,6 +9,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import check  # noqa: E402
+
 PREFIX = "iott"          # not the default (iotc): a cluster made by hand stays
 DIR = "/var/tmp/iotrace-cluster-test"
 
@@ -60,7 +63,7 @@ class Cluster:
     def __exit__(self, kind, value, tb):
         if kind is not None:
             self.show_logs()
-        r = self.run("down", check=False)
+        self.run("down", check=False)
         left = leftovers()
         if left:
             print("left behind after down: " + left, file=sys.stderr)
@@ -139,7 +142,11 @@ def leftovers():
     return ", ".join(out)
 
 
-RANK_WRAPPER = 'echo "$PMI_RANK $(hostname) $$" > "$0/rank.$PMI_RANK"; exec "$@"'
+# sh -c RANK_WRAPPER TRUTH_DIR PROG ARGS...: each rank writes down its rank
+# (Hydra's PMI_RANK, or Slurm's SLURM_PROCID), host, pid and, under Slurm,
+# its job and step, then becomes PROG (same pid).
+RANK_WRAPPER = ('r=${PMI_RANK:-$SLURM_PROCID}; '
+                'echo "$r $(hostname) $$ ${SLURM_JOB_ID:--} ${SLURM_STEP_ID:--}" > "$0/rank.$r"; exec "$@"')
 
 
 def placed_ranks(truth_dir):
@@ -148,8 +155,18 @@ def placed_ranks(truth_dir):
     for name in os.listdir(truth_dir):
         if name.startswith("rank."):
             with open(os.path.join(truth_dir, name)) as f:
-                r, host, pid = f.read().split()
+                r, host, pid = f.read().split()[:3]
             out[int(r)] = (host, int(pid))
+    return out
+
+
+def slurm_steps(truth_dir):
+    """The (job id, step id) pairs the ranks wrote down (RANK_WRAPPER)."""
+    out = set()
+    for name in os.listdir(truth_dir):
+        if name.startswith("rank."):
+            with open(os.path.join(truth_dir, name)) as f:
+                out.add(tuple(f.read().split()[3:5]))
     return out
 
 
@@ -172,3 +189,107 @@ def finish(failures):
         return 1
     print("ok")
     return 0
+
+
+# mpiio_mix's calls per rank (tests/mpi/mpiio_mix.c).
+ONCE = ("close get_size iread_all iread_at iwrite_at iwrite_at_all open read read_all "
+        "read_all_begin read_all_end read_at read_at_all read_ordered set_atomicity sync write "
+        "write_all write_at write_at_all write_at_all_begin write_at_all_end write_at_c "
+        "write_ordered write_shared").split()
+PER_RANK = {f"MPI_File_{f}": 1 for f in ONCE}
+PER_RANK.update({"MPI_File_seek": 5, "MPI_File_seek_shared": 3, "MPI_File_set_view": 2,
+                 "MPI_Test": 1, "MPI_Wait": 1, "MPI_Waitall": 1, "MPI_Waitany": 1})
+DISK_RW = ("read", "write", "readv", "writev")
+
+
+def check_attribution(c, job, truth, storage_hosts, volume, nprocs=4):
+    """A job of mpiio_mix, its ranks placed as RANK_WRAPPER wrote them in
+    truth: every call once per rank with its host and pid, every brick
+    read/write with a CallID of one of its calls, nothing unmatched."""
+    j = c.wait_settled(job, nprocs)
+    events = [e for e in c.events(job) if e["job"] == job]
+    placed = placed_ranks(truth)
+    hosts = collections.Counter(h for h, _ in placed.values())
+    print(f"{job}: ranks placed {dict(sorted(placed.items()))}; stored {j}")
+    check(sorted(placed) == list(range(nprocs)), f"ranks that ran: {sorted(placed)}")
+    check(hosts == {"compute1": 2, "compute2": 2}, f"ranks per host {dict(hosts)}, want 2 and 2")
+
+    calls = [e for e in events if e["kind"] == "mpiio"]
+    for e in calls:
+        host, pid = placed.get(e["mpi_rank"], (None, None))
+        if not check(e["node"] == host and e["pid"] == pid,
+                     f"rank {e['mpi_rank']}'s {e['func']} stored as node {e['node']} pid {e['pid']}, "
+                     f"ran on {host} as {pid}"):
+            break
+    per_rank = per_rank_calls(events, job)
+    bad = []
+    for rank in range(nprocs):
+        for func in set(PER_RANK) | {f for (r, f) in per_rank if r == rank}:
+            got, want = per_rank.get((rank, func), 0), PER_RANK.get(func, 0)
+            if got != want:
+                bad.append(f"rank {rank} {func}: {got} (want {want})")
+    check(not bad, "calls not recorded exactly once per rank: " + "; ".join(bad[:10]))
+    print(f"{job}: {len(calls)} MPI-IO calls, each function per rank as mpiio_mix makes them")
+
+    ids = {e["callid"] for e in calls}
+    disk = [e for e in events if e["kind"] == "disk"]
+    rw = [e for e in disk if e["func"] in DISK_RW]
+    per_host = collections.Counter(e["node"] for e in rw)
+    untagged = [e for e in rw if e["callid"] is None]
+    foreign = [e for e in rw if e["callid"] is not None and e["callid"] not in ids]
+    elsewhere = [e for e in disk if e["node"] not in storage_hosts]
+    print(f"{job}: {len(disk)} disk operations, {len(rw)} reads and writes per storage host "
+          f"{dict(sorted(per_host.items()))}; without CallID {len(untagged)}, "
+          f"with a CallID of no call {len(foreign)}")
+    check(set(per_host) == set(storage_hosts), f"storage hosts with reads/writes: {sorted(per_host)}")
+    check(not untagged, f"{len(untagged)} brick reads/writes without a CallID, e.g. {untagged[:1]}")
+    check(not foreign, f"{len(foreign)} brick reads/writes with a CallID of no call, e.g. {foreign[:1]}")
+    check(not elsewhere, f"disk operations stored from other hosts: {elsewhere[:1]}")
+
+    st = c.stats(job)
+    print(f"{job}: --stats unmatched_calls={st['unmatched_calls']} "
+          f"unmatched_disk_ops={st['unmatched_disk_ops']} dropped_events={st['dropped_events']}")
+    if st["unmatched_disk_ops"]:
+        # Which ones: tagged, and outside every interval of their CallID's call.
+        spans = collections.defaultdict(list)
+        for e in calls:
+            spans[e["callid"]].append((e["t_start"], e["t_end"], e["func"]))
+        for e in disk:
+            if e["callid"] is None:
+                continue
+            sp = spans.get(e["callid"], [])
+            if not any(a <= e["t_start"] and e["t_end"] <= b for a, b, _ in sp):
+                near = min(sp, key=lambda x: abs(x[0] - e["t_start"])) if sp else None
+                print(f"{job}: disk {e['func']} on {e['node']} callid {e['callid']} "
+                      f"[{e['t_start']}, {e['t_end']}] outside its call "
+                      + (f"{near[2]} [{near[0]}, {near[1]}]: starts {(e['t_start'] - near[0]) / 1e3:.0f} us "
+                         f"after it, ends {(e['t_end'] - near[1]) / 1e3:.0f} us after its end" if near else "(none)"))
+    # Collective calls are matched as a group (the aggregators' I/O); the
+    # independent ones on their own. A read a compute host's kernel answers from its page cache makes no
+    # request: no disk operation can carry its CallID. On the disperse volume
+    # GlusterFS's FUSE client (10.3) now and then leaves the file that host
+    # created cached despite direct-io-mode=enable (its POSIX reads take a few
+    # microseconds): independent reads on that host are named and counted,
+    # any other call without a disk operation fails.
+    hit = {e["callid"] for e in disk}
+    posix_ns = collections.defaultdict(int)
+    for e in events:
+        if e["kind"] == "posix" and e["func"] in ("pread", "pread64", "read", "preadv", "readv"):
+            posix_ns[e["callid"]] += e["t_end"] - e["t_start"]
+    alone = [e for e in calls if e["bytes"] and e["callid"] not in hit and not e.get("coll_seq")
+             and not e["func"].startswith(("MPI_Wait", "MPI_Test")) and not e["func"].endswith("_end")]
+    # On the host of rank 0, which created the file.
+    creator = next((e["node"] for e in calls if e["mpi_rank"] == 0), None)
+    cached = [e for e in alone if "read" in e["func"] and e["node"] == creator]
+    if alone:
+        print(f"{job}: calls with bytes whose CallID no disk operation carries: "
+              + ", ".join(f"{e['func']} rank {e['mpi_rank']} ({posix_ns[e['callid']]} ns in POSIX reads)"
+                          for e in alone))
+    if volume == "disperse":
+        check(len(cached) == len(alone) == st["unmatched_calls"],
+              f"unmatched_calls {st['unmatched_calls']}, {len(cached)} of them independent reads on "
+              f"{creator}, which created the file")
+    else:
+        check(st["unmatched_calls"] == 0, f"unmatched_calls {st['unmatched_calls']}")
+    check(st["unmatched_disk_ops"] == 0, f"unmatched_disk_ops {st['unmatched_disk_ops']}")
+    check(st["dropped_events"] == 0, f"dropped_events {st['dropped_events']}")

@@ -291,7 +291,9 @@ def browser_calls(driver, job, at_least, timeout=15):
         shown = driver.execute_script("""
             const tr = [...document.querySelectorAll('#jobs tbody tr')]
                 .find(r => r.dataset.job === arguments[0]);
-            return tr ? parseInt(tr.children[4].textContent) : null;""", job)
+            const col = [...document.querySelectorAll('#jobs thead th')]
+                .findIndex(th => th.textContent === 'MPI-IO calls');
+            return tr ? parseInt(tr.children[col].textContent) : null;""", job)
         if shown is not None and shown >= at_least:
             return shown
         time.sleep(0.2)

@@ -25,7 +25,11 @@ usage: cluster.sh [--dir DIR] [--prefix NAME] [--build DIR] COMMAND [ARGS]
                               first compute host, ranks spread over all of them
   export ARGS...              iotrace-export ARGS on the collector host's store
   status                      hosts, addresses, clocks and processes
-  link HOST down|up           takes HOST's link to the bridge down or up
+  link HOST down|up [PEER]    takes HOST's link to the bridge down or up; with
+                              PEER, only the path between HOST and PEER (every
+                              packet between them lost)
+  disk collector full|free    fills the collector host's store (a 1 GiB file
+                              system of its own) to the last byte, or frees it
   crash HOST                  kills every process of HOST (what is on its disk,
                               the agent's spool and the bricks, stays)
   start HOST                  starts HOST's services again after a crash
@@ -284,8 +288,7 @@ clock_spec() {
 start_collector() {
     local d
     d=$(hostdir collector)
-    mkdir -p "$d/store"
-    chown iotrace:iotrace "$d/store"
+    mount_store
     spawn collector collector "${AS_IOTRACE[@]}" "$COLLECTOR" --config "$d/collector.conf"
     wait_service 30 collector collector sh -c "ss -Hltn 'sport = :$COLLECTOR_PORT' | grep -q ." ||
         fail_up "the collector is not listening (log/collector.log)"
@@ -534,6 +537,45 @@ kill_host() { # kill_host HOST [keep-holder]
     done
 }
 
+# cut_path HOST PEER down|up: HOST's route to PEER becomes a blackhole:
+# what HOST sends to PEER is discarded without a word back, as on a broken
+# path (new connections fail at once; this kernel has no tc drop action).
+# Both directions are cut with a call each way.
+cut_path() {
+    local h=$1 peer=$2 how=$3
+    ip -n "$PREFIX-$h" route del blackhole "$(addr_of "$peer")/32" 2>/dev/null || true
+    [ "$how" = down ] || return 0
+    ip -n "$PREFIX-$h" route add blackhole "$(addr_of "$peer")/32" || die "$h: cannot cut the path to $peer"
+}
+
+# The collector's store is a file system of its own (a tmpfs in the
+# collector host's mount namespace, the host's "disk": a crash keeps it), so
+# that it can be filled without filling the machine's.
+STORE_SIZE=1g
+mount_store() {
+    local d
+    d=$(hostdir collector)
+    mkdir -p "$d/store"
+    enter collector sh -c "grep -q ' $d/store ' /proc/mounts ||
+        mount -t tmpfs -o size=$STORE_SIZE,mode=0750,uid=$(id -u iotrace),gid=$(id -g iotrace) store '$d/store'" ||
+        fail_up "cannot mount the collector's store"
+}
+
+# disk HOST full|free: HOST's state file system (the collector's store)
+# filled to its last byte by one file, or that file removed.
+do_disk() {
+    local h=$1 how=$2 dir
+    # The other hosts' disks are the machine's: filling one would fill it.
+    [ "$(role_of "$h")" = collector ] || die "disk: only the collector host's store is a file system of its own"
+    dir=$(hostdir collector)/store
+    if [ "$how" = full ]; then
+        # dd ends with ENOSPC: that is the point.
+        enter "$h" sh -c "dd if=/dev/zero of='$dir/.cluster-fill' bs=1M 2>/dev/null; sync; df -h '$dir' | tail -n1"
+    else
+        enter "$h" rm -f "$dir/.cluster-fill"
+    fi
+}
+
 do_crash() {
     local h=$1 d m
     role_of "$h" >/dev/null || misuse "no host $h"
@@ -629,10 +671,21 @@ mpiexec) do_mpiexec "$@" ;;
 export)
     enter collector "$EXPORT" --store "$(hostdir collector)/store" "$@" ;;
 link)
-    [ $# -eq 2 ] || misuse "link HOST down|up"
-    case $2 in down | up) ;; *) misuse "link HOST down|up" ;; esac
+    [ $# -eq 2 ] || [ $# -eq 3 ] || misuse "link HOST down|up [PEER]"
+    case $2 in down | up) ;; *) misuse "link HOST down|up [PEER]" ;; esac
     holder_pid "$1" >/dev/null || die "host $1 is not up"
-    ip -n "$PREFIX-net" link set "v-$1" "$2" ;;
+    if [ $# -eq 2 ]; then
+        ip -n "$PREFIX-net" link set "v-$1" "$2"
+    else
+        holder_pid "$3" >/dev/null || die "host $3 is not up"
+        cut_path "$1" "$3" "$2"
+        cut_path "$3" "$1" "$2"
+    fi ;;
+disk)
+    [ $# -eq 2 ] || misuse "disk HOST full|free"
+    case $2 in full | free) ;; *) misuse "disk HOST full|free" ;; esac
+    holder_pid "$1" >/dev/null || die "host $1 is not up"
+    do_disk "$1" "$2" ;;
 crash) [ $# -eq 1 ] || misuse "crash HOST"; do_crash "$1" ;;
 start)
     [ $# -eq 1 ] || misuse "start HOST"

@@ -33,4 +33,12 @@ if(TARGET xlator-iotrace-client AND NOT IOTRACE_SANITIZE)
   # job.step ids with their name and user, attributed as above; an opted-out
   # job not stored; the dashboard in headless Chromium on the collector host.
   iotrace_cluster_test(cluster.slurm test_cluster_slurm.py 500)
+
+  # Faults during a job of steady_io: the compute1 <-> collector path cut
+  # for 60 s, the collector host stopped hard and started, its store full
+  # for 30 s (every call stored once, nothing dropped); a storage host
+  # crashed (the job goes on, the surviving brick has every later write); a
+  # compute host crashed and started (its spool arrives, what died in the
+  # ranks' memory is counted per rank).
+  iotrace_cluster_test(cluster.faults test_cluster_faults.py 900)
 endif()

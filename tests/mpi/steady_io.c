@@ -3,7 +3,10 @@
  * the events are spread over the whole time rather than made in a burst:
  * a traced job that is running while its node's agent is killed and
  * restarted (tests/integration/test_agent_kill.py).
- * usage: steady_io FILE SECONDS
+ * With CALLS_PER_SECOND, each rank keeps to about that rate instead (8
+ * calls, then a pause): a job long enough to outlast a fault without
+ * making millions of events (tests/integration/test_cluster_faults.py).
+ * usage: steady_io FILE SECONDS [CALLS_PER_SECOND]
  * Prints "rank R calls N" when its calls are done, before MPI_Finalize. */
 #include <mpi.h>
 #include <stdio.h>
@@ -21,7 +24,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     if (argc < 3) {
-        fprintf(stderr, "usage: %s FILE SECONDS\n", argv[0]);
+        fprintf(stderr, "usage: %s FILE SECONDS [CALLS_PER_SECOND]\n", argv[0]);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int rank;
@@ -35,9 +38,16 @@ int main(int argc, char **argv)
     double end = now() + atof(argv[2]);
     long calls = 0;
     char buf[8] = "iotrace";
-    const struct timespec pause = {0, 5000000};
+    struct timespec pause = {0, 5000000};
+    int burst = 64;
+    if (argc > 3 && atof(argv[3]) > 0) {
+        double p = 8 / atof(argv[3]);
+        burst = 8;
+        pause.tv_sec = (time_t)p;
+        pause.tv_nsec = (long)((p - (double)pause.tv_sec) * 1e9);
+    }
     while (now() < end) {
-        for (int i = 0; i < 64; i++, calls++)
+        for (int i = 0; i < burst; i++, calls++)
             MPI_File_write_at(fh, (calls & 1023) * 8, buf, 8, MPI_BYTE, MPI_STATUS_IGNORE);
         nanosleep(&pause, NULL);
     }

@@ -132,7 +132,7 @@ def check_whole(c, name, job, thread, bricks=2):
 
 def phase_link(c, args):
     job = "fault-link"
-    t = Job(c, args, job, 70)
+    t = Job(c, args, job, 67)
     t.start()
     t.at(4)
     c.run("link", "compute1", "down", "collector")
@@ -160,7 +160,7 @@ def agent_pending(c, host):
 
 def phase_collector(c, args):
     job = "fault-collector"
-    t = Job(c, args, job, 25)
+    t = Job(c, args, job, 16)
     t.start()
     t.at(6)
     c.run("crash", "collector")
@@ -178,7 +178,7 @@ def collector_status(c):
 
 def phase_disk(c, args):
     job = "fault-disk"
-    t = Job(c, args, job, 42)
+    t = Job(c, args, job, 37)
     t.start()
     t.at(4)
     c.run("disk", "collector", "full")
@@ -195,7 +195,7 @@ def phase_disk(c, args):
 
 def phase_storage(c, args):
     job = "fault-storage"
-    t = Job(c, args, job, 24)
+    t = Job(c, args, job, 18)
     t.start()
     t.at(8)
     c.run("crash", "storage2")
@@ -222,7 +222,7 @@ def phase_storage(c, args):
 
 def phase_compute(c, args):
     job = "fault-compute"
-    t = Job(c, args, job, 24)
+    t = Job(c, args, job, 16)
     t.start()
     # Cut off from the collector first, so that its agent's spool holds
     # what its ranks made when the host goes.

@@ -225,6 +225,10 @@ make_host() {
     ip -n "$PREFIX-$h" link set lo up
     ip -n "$PREFIX-$h" addr add "$a/24" dev eth0
     ip -n "$PREFIX-$h" link set eth0 up
+    # What every Slurm task on the host gets (slurm.sh --task-env): the
+    # host's clock (start_holder).
+    mkdir -p "$DIR/task-env"
+    : >"$DIR/task-env/$h.env"
     start_holder "$h"
 }
 
@@ -258,12 +262,11 @@ start_holder() {
         date -u +%s.%N >"$d/clock.t0"
         # For Slurm's tasks (slurm.sh --task-env), whose environment comes
         # from the srun or sbatch that started them, maybe on another host.
-        mkdir -p "$DIR/task-env"
         { echo "LD_PRELOAD_FIRST=$FAKETIME_LIB"
           echo "FAKETIME_TIMESTAMP_FILE=$d/clock"
           echo "FAKETIME_SHARED=/faketime_sem_$p /faketime_shm_$p"
           echo "FAKETIME_CACHE_DURATION=1"
-          echo "FAKETIME_DONT_FAKE_MONOTONIC=1"; } >"$DIR/task-env/$h.env"
+          echo "FAKETIME_DONT_FAKE_MONOTONIC=1"; } >>"$DIR/task-env/$h.env"
     fi
 }
 

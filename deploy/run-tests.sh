@@ -2,7 +2,7 @@
 # The whole iotrace test suite: installs what it needs, builds twice (plain,
 # and with AddressSanitizer + UBSan) and runs every CTest test in both; then
 # builds the libFuzzer targets with clang and runs each for
-# IOTRACE_FUZZ_SECONDS (default 20).
+# IOTRACE_FUZZ_SECONDS (default 10).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/deploy/install-deps.sh"
@@ -20,7 +20,7 @@ done
 echo "== fuzz build (clang, libFuzzer) =="
 dir="$top/build-test-fuzz"
 CC=clang cmake -S "$top" -B "$dir" -DIOTRACE_FUZZ=ON -DIOTRACE_WERROR=ON \
-    -DIOTRACE_FUZZ_SECONDS="${IOTRACE_FUZZ_SECONDS:-20}" >/dev/null
+    -DIOTRACE_FUZZ_SECONDS="${IOTRACE_FUZZ_SECONDS:-10}" >/dev/null
 cmake --build "$dir" -j "$(nproc 2>/dev/null || echo 2)" \
     --target fuzz_wire fuzz_store fuzz_slog2 fuzz_config fuzz_http
 echo "== fuzz tests =="

@@ -127,9 +127,9 @@ def main():
             c.exec("compute1", "sh", "-c", f"mkdir -p {data} && chown 65534:65534 {data}")
 
             t = time.time()
-            r = c.exec("compute1", *NOBODY, "srun", "-N2", "-n4", "--ntasks-per-node=2", "-J",
-                       "slurm-mix", "sh", "-c", cluster.RANK_WRAPPER, truths["srun"], args.app, data,
-                       timeout=300)
+            r = c.exec("compute1", *NOBODY, "srun", "-N2", "-n4",
+                       "--ntasks-per-node=2", "-J", "slurm-mix", "sh", "-c", cluster.RANK_WRAPPER,
+                       truths["srun"], args.app, data, timeout=300)
             print(f"srun: {r.stdout.strip()} ({time.time() - t:.1f} s)")
             steps = cluster.slurm_steps(truths["srun"])
             check(len(steps) == 1, f"the ranks' Slurm job and step: {steps}")

@@ -111,16 +111,17 @@ class Cluster:
                 out[f[0]] = dict(kv.split("=", 1) for kv in f[1:] if "=" in kv)
         return out
 
-    def wait_settled(self, job, ranks, timeout=60):
+    def wait_settled(self, job, ranks, timeout=60, quiet=3):
         """Until the store holds the job's events and their count stops
-        growing for 3 s (the agents forward within their flush interval)."""
+        growing for quiet seconds (the agents forward within their flush
+        interval)."""
         deadline = time.time() + timeout
         last, since = None, time.time()
         while time.time() < deadline:
             j = self.jobs().get(job)
             n = j and int(j.get("events", 0))
             if j and int(j.get("ranks", 0)) >= ranks and n == last:
-                if time.time() - since >= 3:
+                if time.time() - since >= quiet:
                     return j
             else:
                 last, since = n, time.time()

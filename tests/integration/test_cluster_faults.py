@@ -79,23 +79,30 @@ def stored_calls(c, job):
 
 
 def settle(c, job, ranks=4, timeout=120):
-    """Once every agent says it holds nothing (its status rides on its clock
-    batches, every 2 s) and the job's count stops growing. After a fault the
-    agents resend on their own schedule: a count that stands still for a few
-    seconds alone proves nothing."""
+    """Once the store has room and every agent has said, after this call,
+    that it holds nothing (its status rides on its clock batches, every
+    2 s; what an agent said before a fault is no news), and then the job's
+    count stops growing. After a fault the agents resend on their own
+    schedule: a count that stands still for a few seconds alone proves
+    nothing."""
     import json
     deadline = time.time() + timeout
-    nodes = []
+    held, since = {}, None
     while time.time() < deadline:
+        if since is None and not collector_status(c).get("store_full", True):
+            since = time.time()   # the store has room from here on
         r = c.exec("collector", "curl", "-sf", "http://127.0.0.1:8080/api/v1/nodes", check=False)
         nodes = json.loads(r.stdout)["nodes"] if r.returncode == 0 else []
-        held = {n["node"]: (n.get("agent") or {}).get("pending_batches") for n in nodes}
+        held = {n["node"]: (n.get("agent") or {}).get("pending_batches")
+                if since and n["last_seen_s"] > since + 3 else "not heard from since" for n in nodes}
         if len(held) == 4 and all(v == 0 for v in held.values()):
             break
         time.sleep(1)
     else:
         check(False, f"the agents still hold batches after {timeout} s: {held}")
-    return c.wait_settled(job, ranks, timeout=timeout)
+    # Longer than the collector's retry of a full store (5 s) and an agent's
+    # clock batch (2 s): a resend would show in it.
+    return c.wait_settled(job, ranks, timeout=timeout, quiet=8)
 
 
 def figures(name, made, calls, dropped, extra=""):
@@ -202,6 +209,8 @@ def phase_storage(c, args):
     crashed = time.time_ns()
     t.join()
     check(t.result.returncode == 0, f"storage: the job failed: {(t.result.stdout + t.result.stderr)[-1500:]}")
+    # Back, its agent forwards what it spooled before the crash.
+    c.run("start", "storage2")
     j = settle(c, job)
     ev, calls, disk = stored_calls(c, job)
     per_rank, ids, dup, lost = figures("storage host killed", t.made, calls, int(j.get("dropped", 0)))
@@ -217,7 +226,6 @@ def phase_storage(c, args):
     print(f"storage: --stats servers {servers}")
     s1, s2 = servers.get("storage1", {}).get("ops", 0), servers.get("storage2", {}).get("ops", 0)
     check(s1 > s2, f"storage: storage2's absence not in the figures: ops storage1 {s1}, storage2 {s2}")
-    c.run("start", "storage2")
 
 
 def phase_compute(c, args):

@@ -97,7 +97,9 @@ def check_causality(c, job, errs, strict=True):
     print(f"{job} --no-align: {len(raw_short) - len(inside_raw)} of {len(raw_short)} reads/writes "
           f"of short calls outside")
     check(len(raw_short) > 20, f"{job}: only {len(raw_short)} reads/writes of short calls")
-    check(not inside_raw, f"{job}: {len(inside_raw)} reads/writes inside their span on the hosts' "
+    # Only where the bound is tight: after a step it is 250 ms, wider than
+    # some differences between the offsets set.
+    check(not strict or not inside_raw, f"{job}: {len(inside_raw)} reads/writes inside their span on the hosts' "
                           f"own clocks: the check cannot tell alignment from none")
 
 

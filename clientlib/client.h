@@ -303,7 +303,7 @@ IOT_HIDDEN void iot_sender_fork_prepare(void);
 IOT_HIDDEN void iot_sender_fork_parent(void);
 /* An MPI-IO call drains its thread's ring and sends what it holds, unless
  * the sender is busy; never waits, keeps errno.  1 when it did. */
-IOT_HIDDEN int iot_sender_help(struct iot_ring *r);
+IOT_HIDDEN int iot_sender_help(struct iot_ring *r, int now);
 
 /* The hot path.  A record is written between iot_rec_begin, which returns
  * the first of n free slots of this thread's ring (NULL when the record

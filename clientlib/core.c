@@ -427,7 +427,7 @@ int iot_ring_room(struct iot_ring *r, uint64_t h, uint64_t n, int help)
          * runs of 4 with rings of 8 192 records, against none of 5). */
         r->mark = tail + size;
     } else if (at && h + n - tail > at) {
-        if (help && iot_sender_help(r))
+        if (help && iot_sender_help(r, 0))
             r->mark = atomic_load_explicit(&r->tail, memory_order_acquire) + at;
         else if (help) /* the sender is at work: try again a little later */
             r->mark = h + n + 64 < tail + kick ? h + n + 64 : tail + kick;

@@ -780,6 +780,19 @@ static void iot_mpi_enter_end(struct iot_mpi_call *c, unsigned func, unsigned fl
     begin_scope(c);
 }
 
+/* A failed call (an open the file system refused) is often the last
+ * before MPI_Abort, after which the launcher kills the other ranks with
+ * what they recorded, within milliseconds: it goes to the agent before the
+ * call returns, on this thread (the sender thread, woken, may not get a
+ * core in time on a loaded node: 1 run in 3 of client.mpi_abort lost a
+ * rank's failed open so).  Never waits: when the sender is at work, it is
+ * woken instead. */
+static void send_failed_now(struct iot_ring *r)
+{
+    if (!iot_sender_help(r, 1))
+        iot_sender_kick();
+}
+
 /* A call that took 2^32 ticks or more (over a second), a sequence number
  * of 2^32 or more, or a collective of a handle whose communicator is not
  * all of MPI_COMM_WORLD (its coll_group) takes a second slot for them.  The call comes by
@@ -800,7 +813,7 @@ IOT_COLD void record_long(struct iot_mpi_call c, uint64_t t1, int ret, uint64_t 
     more->coll_group = c.coll_group;
     iot_rec_end(&w, 2);
     if (IOT_UNLIKELY(ret != MPI_SUCCESS)) /* as in record() */
-        iot_sender_kick();
+        send_failed_now(w.r);
 }
 
 IOT_HOT void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t xfer)
@@ -826,11 +839,8 @@ IOT_HOT void record(const struct iot_mpi_call *c, uint64_t t1, int ret, uint64_t
     r->func = (uint16_t)c->func;
     r->kind = IOT_REC_MPIIO;
     iot_rec_end(&w, 1);
-    /* A failed call (an open the file system refused) is often the last
-     * before MPI_Abort, after which the launcher kills the other ranks
-     * with what they recorded: it goes to the agent at once. */
     if (IOT_UNLIKELY(ret != MPI_SUCCESS))
-        iot_sender_kick();
+        send_failed_now(w.r);
 }
 
 IOT_HOT uint64_t end_scope(struct iot_mpi_call *c)

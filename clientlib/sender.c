@@ -845,8 +845,9 @@ static void sweep(void)
  * sender thread (or another call) is at work, or the queue of names is
  * being written, it leaves the ring to the sender thread.  Not from POSIX
  * wrappers, which may run in a signal handler, where encoding (malloc)
- * must not.  1 when it drained the ring. */
-int iot_sender_help(struct iot_ring *r)
+ * must not.  With now, the batch goes out whatever its size: a failed call
+ * (iot_sender_send_now).  1 when it drained the ring. */
+int iot_sender_help(struct iot_ring *r, int now)
 {
     if (!atomic_load_explicit(&s.ready, memory_order_acquire) || !try_token())
         return 0;
@@ -862,12 +863,12 @@ int iot_sender_help(struct iot_ring *r)
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
         iot_t.internal++; /* the library's own system calls are not the application's */
-        int64_t now = iot_now_ns();
+        int64_t t = iot_now_ns();
         uint64_t before = s.sent_batches;
-        drain_older(r, &s.held, now);
-        drain_ring(r, &s.held, now);
-        if (s.n_mpiio + s.n_posix + s.n_disk >= iot_g.cfg.help_at)
-            send_batch(&s.held, now);
+        drain_older(r, &s.held, t);
+        drain_ring(r, &s.held, t);
+        if (now || s.n_mpiio + s.n_posix + s.n_disk >= iot_g.cfg.help_at)
+            send_batch(&s.held, t);
         s.call_batches += s.sent_batches - before;
         iot_t.internal--;
         pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -200,13 +200,23 @@ int spool_restore(struct spool *s, const char *key, uint64_t epoch, uint64_t seq
 
 struct spool_entry *spool_next_unsent(const struct spool *s) { return s->cursor; }
 
+/* The cursor is the first entry not in flight; entries after it may be in
+ * flight (sent before one ahead of them was deferred), and are passed. */
+static void skip_sent(struct spool *s)
+{
+    while (s->cursor && s->cursor->sent)
+        s->cursor = s->cursor->next;
+}
+
 void spool_mark_sent(struct spool *s, struct spool_entry *e)
 {
     e->sent = 1;
     e->sends++;
     s->in_flight++;
-    if (s->cursor == e)
+    if (s->cursor == e) {
         s->cursor = e->next;
+        skip_sent(s);
+    }
 }
 
 static void unlink_entry(struct spool *s, struct spool_entry *e)
@@ -216,8 +226,10 @@ static void unlink_entry(struct spool *s, struct spool_entry *e)
         pp = &(*pp)->hnext;
     *pp = e->hnext;
 
-    if (s->cursor == e)
+    if (s->cursor == e) {
         s->cursor = e->next;
+        skip_sent(s);
+    }
     if (e->prev)
         e->prev->next = e->next;
     else
@@ -235,18 +247,25 @@ static void unlink_entry(struct spool *s, struct spool_entry *e)
         s->in_flight--;
 }
 
-enum spool_ack_result spool_ack(struct spool *s, const char *key, uint64_t epoch,
+static struct spool_entry *find(const struct spool *s, const char *key, uint64_t epoch,
                                 uint64_t seq)
 {
     uint32_t h = hash_id(key, epoch, seq);
     struct spool_entry *e = s->buckets[h & (s->n_buckets - 1)];
     /* A producer that sent the same batch twice leaves two entries; the one
-     * sent first is the one this acknowledgement is most likely about. */
+     * sent first is the one an acknowledgement is most likely about. */
     struct spool_entry *found = NULL;
     for (; e; e = e->hnext)
         if (e->hash == h && e->epoch == epoch && e->seq == seq && !strcmp(e->key, key))
             if (!found || (e->sent && !found->sent))
                 found = e;
+    return found;
+}
+
+enum spool_ack_result spool_ack(struct spool *s, const char *key, uint64_t epoch,
+                                uint64_t seq)
+{
+    struct spool_entry *found = find(s, key, epoch, seq);
     if (!found)
         return SPOOL_ACK_UNKNOWN;
     enum spool_ack_result r = found->sent ? SPOOL_ACK_IN_FLIGHT : SPOOL_ACK_UNSENT;
@@ -255,9 +274,28 @@ enum spool_ack_result spool_ack(struct spool *s, const char *key, uint64_t epoch
     return r;
 }
 
+int spool_defer(struct spool *s, const char *key, uint64_t epoch, uint64_t seq)
+{
+    struct spool_entry *e = find(s, key, epoch, seq);
+    if (!e || !e->sent)
+        return 0;
+    e->sent = 0;
+    s->in_flight--;
+    /* The cursor comes back to it unless it is before it.  Walked
+     * backwards: every entry before the cursor is in flight, and those
+     * between the cursor and this one were sent in this session, so the
+     * walk is about the credit long, not the spool. */
+    struct spool_entry *p = e->prev;
+    while (p && p != s->cursor)
+        p = p->prev;
+    if (!p)
+        s->cursor = e;
+    return 1;
+}
+
 void spool_unsend_all(struct spool *s)
 {
-    for (struct spool_entry *e = s->head; e && e != s->cursor; e = e->next)
+    for (struct spool_entry *e = s->head; e; e = e->next)
         e->sent = 0;
     s->cursor = s->head;
     s->in_flight = 0;

@@ -3,7 +3,8 @@
  *
  * Arrival order is the only order the agent knows, and forwarding in that
  * order is what keeps each producer's batches in sequence.  Entries before
- * the send cursor are in flight; from the cursor on they wait for credit.
+ * the send cursor are in flight; from the cursor on they wait for credit,
+ * except those sent before an earlier one was deferred (spool_defer).
  * Acknowledgements may come in any order, so entries are also hashed by
  * (producer key, epoch, seq). */
 #ifndef IOT_AGENT_SPOOL_H
@@ -85,6 +86,11 @@ void spool_mark_sent(struct spool *s, struct spool_entry *e);
  * flight (so a credit comes back), waiting, or not held at all. */
 enum spool_ack_result spool_ack(struct spool *s, const char *key, uint64_t epoch,
                                 uint64_t seq);
+
+/* The collector could not store the batch now (ACK DEFERRED): it is no
+ * longer in flight and goes out again, in its place, when sending
+ * resumes.  1 when it was in flight. */
+int spool_defer(struct spool *s, const char *key, uint64_t epoch, uint64_t seq);
 
 /* After a lost connection nothing is in flight any more: everything held is
  * sent again, from the oldest, once the next session opens. */

@@ -32,7 +32,7 @@ void stats_log(const struct agent_stats *st, const struct spool *sp, int force)
                  (unsigned long long)sp->journal->damaged_records);
     iot_info("stats: received=%llu invalid=%llu over_quota=%llu store_full=%llu discarded=%llu "
              "forwarded=%llu resent=%llu "
-             "acked=%llu duplicate=%llu rejected=%llu pending=%zu pending_bytes=%llu %s "
+             "acked=%llu duplicate=%llu rejected=%llu deferred=%llu pending=%zu pending_bytes=%llu %s "
              "reconnects=%llu clock_samples=%llu clock_offset_ns=%s clock_rtt_ns=%s "
              "connections=%llu conn_refused=%llu conn_dropped=%llu",
              (unsigned long long)st->received, (unsigned long long)st->invalid,
@@ -40,7 +40,7 @@ void stats_log(const struct agent_stats *st, const struct spool *sp, int force)
              (unsigned long long)st->discarded,
              (unsigned long long)st->forwarded, (unsigned long long)st->resent,
              (unsigned long long)st->acked, (unsigned long long)st->duplicates,
-             (unsigned long long)st->rejected, sp->count, (unsigned long long)sp->bytes, spool,
+             (unsigned long long)st->rejected, (unsigned long long)st->deferred, sp->count, (unsigned long long)sp->bytes, spool,
              (unsigned long long)st->reconnects, (unsigned long long)st->clock_samples, offset,
              rtt, (unsigned long long)st->connections, (unsigned long long)st->conn_refused,
              (unsigned long long)st->conn_dropped);

@@ -19,6 +19,7 @@ struct agent_stats {
     uint64_t acked;      /* acknowledgements that removed a batch, any status */
     uint64_t duplicates; /* of those, the collector already had the batch */
     uint64_t rejected;   /* of those, the collector refused the batch */
+    uint64_t deferred;   /* answers DEFERRED: no room in the collector's store, the batch kept */
     uint64_t reconnects; /* sessions opened after the first */
     uint64_t connections;  /* producer connections open now (own ipc listener) */
     uint64_t conn_refused; /* producer connections closed at once: over a limit, no descriptor */

@@ -98,6 +98,7 @@ int uplink_open(struct uplink *ul, void *zctx, const char *endpoint, const char 
     ul->spool = sp;
     ul->stats = st;
     ul->reject_log.interval_ns = 1000000000;
+    ul->defer_log.interval_ns = 60 * 1000000000ll;
     if (open_socket(ul) < 0) {
         close_socket(ul);
         return -1;
@@ -245,6 +246,29 @@ static void log_rejection(struct uplink *ul, const char *key, uint64_t seq, zmq_
              rlen, r, suppressed ? " (and more since the last report)" : "");
 }
 
+#define HOLD_MIN_NS 1000000000ll
+#define HOLD_MAX_NS 8000000000ll
+
+/* The collector kept nothing of a batch for want of room: the agent keeps
+ * it, and pauses before sending again, so that a full collector is not
+ * sent every batch over and over (one answer per batch, each pause
+ * longer). */
+static void hold_sending(struct uplink *ul, int64_t now)
+{
+    ul->stats->deferred++;
+    ul->deferred_run++;
+    if (now < ul->hold_until)
+        return; /* an answer of the round already paused */
+    ul->hold_ns = ul->hold_ns ? (ul->hold_ns * 2 < HOLD_MAX_NS ? ul->hold_ns * 2 : HOLD_MAX_NS)
+                              : HOLD_MIN_NS;
+    ul->hold_until = now + ul->hold_ns;
+    uint64_t suppressed;
+    if (ratelimit_allow(&ul->defer_log, now, &suppressed))
+        iot_warn("collector %s has no room in its store: %zu batches held here, sending "
+                 "again in %.0f s",
+                 ul->endpoint, ul->spool->count, ul->hold_ns / 1e9);
+}
+
 static void on_ack(struct uplink *ul, zmq_msg_t *f, int n)
 {
     if (n < 6 || zmq_msg_size(&f[3]) != 8 || zmq_msg_size(&f[4]) != 8 ||
@@ -260,6 +284,17 @@ static void on_ack(struct uplink *ul, zmq_msg_t *f, int n)
     uint8_t status = *(const uint8_t *)zmq_msg_data(&f[5]);
 
     ul->quiet_since = iot_mono_ns();
+    if (status == IOT_ACK_DEFERRED) {
+        if (spool_defer(ul->spool, key, epoch, seq))
+            hold_sending(ul, ul->quiet_since);
+        return;
+    }
+    if (ul->deferred_run && status != IOT_ACK_REJECTED) {
+        iot_info("collector %s stores again (%llu batches were deferred and are sent again)",
+                 ul->endpoint, (unsigned long long)ul->deferred_run);
+        ul->deferred_run = 0;
+        ul->hold_ns = 0;
+    }
     if (spool_ack(ul->spool, key, epoch, seq) == SPOOL_ACK_UNKNOWN) {
         iot_debug("ACK for a batch not held: %s epoch=%016llx seq=%llu", key,
                   (unsigned long long)epoch, (unsigned long long)seq);
@@ -381,7 +416,7 @@ static int send_batch(struct uplink *ul, const struct spool_entry *e)
 
 void uplink_pump(struct uplink *ul)
 {
-    if (ul->state != UPLINK_READY)
+    if (ul->state != UPLINK_READY || (ul->hold_until && iot_mono_ns() < ul->hold_until))
         return;
     struct spool_entry *e;
     while (ul->spool->in_flight < ul->credit && (e = spool_next_unsent(ul->spool))) {

@@ -50,6 +50,12 @@ struct uplink {
     int64_t quiet_since; /* when the collector last gave a sign of progress */
     struct ratelimit reject_log;
     uint64_t sessions;   /* WELCOMEs received: a new value means a new session */
+    /* After ACK DEFERRED (the collector's store has no room) nothing is
+     * sent until hold_until; the pause doubles from 1 s up to 8 s while
+     * the answers stay DEFERRED, and ends with the first batch stored. */
+    int64_t hold_until, hold_ns;
+    uint64_t deferred_run; /* batches deferred since the collector last stored one */
+    struct ratelimit defer_log;
 
     /* Called for every well-formed PONG with its timestamps (t4: when it was
      * read); set by the clock synchronisation. */

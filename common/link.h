@@ -14,9 +14,11 @@
  *                                         `credit` unacknowledged batches in
  *                                         flight and resends all it holds
  *     ACK     producer-key, epoch(u64), seq(u64), status(u8), reason
- *                                         status: IOT_ACK_STORED, IOT_ACK_DUPLICATE
- *                                         or IOT_ACK_REJECTED; each ACK returns
- *                                         one credit.  producer-key is
+ *                                         status: IOT_ACK_STORED, IOT_ACK_DUPLICATE,
+ *                                         IOT_ACK_REJECTED or IOT_ACK_DEFERRED (not
+ *                                         stored now, no room: the agent keeps it
+ *                                         and sends it again after a pause); each
+ *                                         ACK returns one credit.  producer-key is
  *                                         iot_wire_producer_key().
  *     PONG    t1(i64), t2(i64), t3(i64)   answer to PING, sent at once (never held
  *                                         back by a group commit): t1 echoed,
@@ -39,7 +41,12 @@
 #define IOT_LINK_WELCOME "WELCOME"
 #define IOT_LINK_ACK "ACK"
 
-enum iot_ack_status { IOT_ACK_STORED = 0, IOT_ACK_DUPLICATE = 1, IOT_ACK_REJECTED = 2 };
+enum iot_ack_status {
+    IOT_ACK_STORED = 0,
+    IOT_ACK_DUPLICATE = 1,
+    IOT_ACK_REJECTED = 2,
+    IOT_ACK_DEFERRED = 3
+};
 
 #define IOT_LINK_DEFAULT_CREDIT 64
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The collector on a full disk: it stays up, acknowledges nothing it could
-not make durable, says so (log, /api/v1/status, /metrics), and once there
-is room again every batch the agent kept is stored exactly once.
+not make durable, says so (log, /api/v1/status, /metrics), answers the
+agent DEFERRED (which keeps its batches and sends them again after a
+pause, without waiting out its credit timeout), and once there is room
+again every batch the agent kept is stored exactly once.
 
 The store is on a 2 MiB tmpfs mounted by the test (root; skipped, exit 77,
 where mounting is not allowed), grown to 64 MiB while the collector runs.
@@ -64,7 +66,7 @@ def main():
         sock = os.path.join(tmp, "a.sock")
         alog = os.path.join(tmp, "a.log")
         a = subprocess.Popen([AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen",
-                              "ipc://" + sock, "--credit-timeout", "2s"], stderr=open(alog, "w"))
+                              "ipc://" + sock], stderr=open(alog, "w"))
         procs.append(a)
         wait_for("the agent to connect", lambda: "welcomed" in open(alog).read())
         p = subprocess.run([PRODUCER, "--agent", "ipc://" + sock, "--job", "fulljob", "--batches",
@@ -83,7 +85,10 @@ def main():
         metrics = get(hport, "/metrics")
         check("iotrace_collector_store_full 1" in metrics.splitlines(), "store_full not in /metrics")
         stored_while_full = st["events_stored"]
-        time.sleep(3)  # the agent sends again (credit timeout 2 s); nothing more is stored
+        # The collector answers DEFERRED: the agent keeps the batches and
+        # sends them again after 1, 2, 4 s; nothing more is stored.
+        wait_for("the agent to be told", lambda: "has no room in its store" in open(alog).read())
+        time.sleep(3)
         check(status(hport)["events_stored"] == stored_while_full,
               "events were stored while the disk was full")
 
@@ -92,6 +97,11 @@ def main():
         wait_for("every batch to be stored",
                  lambda: status(hport)["events_stored"] >= want and not status(hport)["store_full"])
         check("store: writing again after" in open(clog).read(), "recovery not logged")
+        alog_text = open(alog).read()
+        check("stores again" in alog_text, "the agent did not log the end of the deferral")
+        # Resent on the collector's answer, not after the credit timeout
+        # (30 s, which would outlast a short outage).
+        check("reconnecting" not in alog_text, "the agent waited out its credit timeout:\n" + alog_text)
         check("iotrace_collector_store_full 0" in get(hport, "/metrics").splitlines(),
               "store_full still set in /metrics")
         for proc in (a, c):

@@ -617,6 +617,17 @@ static void log_clock(const iot_batch *b)
     iot_wire_free_body(body);
 }
 
+/* Not stored, for want of room: DEFERRED tells the agent at once that it
+ * still holds the batch and should send it again after a pause, rather
+ * than leaving it in flight until --credit-timeout (30 s) runs out, past
+ * the end of a short outage, with the agent's status saying nothing. */
+static void defer_batch(struct collector *c, struct message *m, const char *key,
+                        const iot_batch *b)
+{
+    c->deferred++;
+    queue_ack(c, m, IOT_ACK_DEFERRED, key, b->epoch, b->seq, "the store has no room");
+}
+
 static void accept_batch(struct collector *c, struct message *m, const iot_batch *b)
 {
     char key[KEY_MAX], why[REASON_MAX];
@@ -645,12 +656,12 @@ static void accept_batch(struct collector *c, struct message *m, const iot_batch
         return;
     }
     if (c->full) { /* kept by the agent, sent again */
-        c->deferred++;
+        defer_batch(c, m, key, b);
         return;
     }
     if (iot_store_append(c->store, frame_data(m, 3), frame_size(m, 3), (uint64_t)iot_now_ns()) < 0) {
         if (store_failed(c) == 0)
-            c->deferred++;
+            defer_batch(c, m, key, b);
         return;
     }
     c->dirty = 1;
@@ -717,15 +728,23 @@ static void withdraw_stored(struct collector *c)
             c->deferred++;
         }
     }
+    /* The first answer for a withdrawn batch becomes DEFERRED (sent), a
+     * second copy's is dropped: one is enough for the agent's one entry. */
     /* A second copy of a withdrawn batch in the same group was answered
      * DUPLICATE: that answer goes too, or the agent would let it go. */
     for (size_t i = 0; i < c->n_acks; i++)
         if (c->acks[i].status == IOT_ACK_DUPLICATE && withdrawn(c, &c->acks[i]))
             c->acks[i].status = WITHDRAWN_COPY;
     size_t n = 0;
-    for (size_t i = 0; i < c->n_acks; i++)
-        if (c->acks[i].status != WITHDRAWN && c->acks[i].status != WITHDRAWN_COPY)
-            c->acks[n++] = c->acks[i];
+    for (size_t i = 0; i < c->n_acks; i++) {
+        if (c->acks[i].status == WITHDRAWN_COPY)
+            continue;
+        if (c->acks[i].status == WITHDRAWN) {
+            c->acks[i].status = IOT_ACK_DEFERRED;
+            snprintf(c->acks[i].reason, sizeof c->acks[i].reason, "%s", "the store has no room");
+        }
+        c->acks[n++] = c->acks[i];
+    }
     c->n_acks = n;
 }
 

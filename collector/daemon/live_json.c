@@ -195,6 +195,7 @@ static json_t *agent_json(const struct xp_data *d, uint32_t node)
     json_t *o = json_object();
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         json_object_set_new(o, fields[i].name, u64(*(const uint64_t *)(a + fields[i].field)));
+    json_object_set_new(o, "reported_s", seconds((int64_t)d->clocks[node].agent.reported_ns));
     return o;
 }
 

@@ -893,13 +893,13 @@ static int on_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t recv_ns)
     return read_batch(ctx, b, why, sizeof why, recv_ns);
 }
 
-static int add_samples(struct xp_data *d, uint32_t node, const iot_body *body)
+static int add_samples(struct xp_data *d, uint32_t node, const iot_body *body, uint64_t recv_ns)
 {
     const Iotrace__AgentStatus *a = body->agent;
     if (a)
         d->clocks[node].agent = (struct xp_agent_status){
             1, a->received, a->invalid, a->forwarded, a->resent, a->acked, a->duplicates,
-            a->rejected, a->reconnects, a->pending, a->pending_bytes};
+            a->rejected, a->reconnects, a->pending, a->pending_bytes, recv_ns};
     for (size_t i = 0; i < body->n_clock; i++) {
         const Iotrace__ClockSync *c = body->clock[i];
         if (iot_clockmap_add(&d->clocks[node].map, c->local_ns, c->offset_ns, c->rtt_ns) < 0)
@@ -952,7 +952,7 @@ static int on_clock_batch(void *ctx, const uint8_t *buf, size_t len, uint64_t re
          * that only a producer's claim made up). */
         uint32_t node = xp_intern(&r->d->nodes, iot_wire_clock_node(b));
         if (node == UINT32_MAX || ensure_clocks(r->d) < 0 || note_producer(r, b) < 0 ||
-            (body && add_samples(r->d, node, body) < 0))
+            (body && add_samples(r->d, node, body, recv_ns) < 0))
             rc = iot_fail(r->err, r->errlen, "out of memory");
     }
     iot_wire_free_body(body);
@@ -972,7 +972,7 @@ int xp_feed_batch(struct xp_data *d, const uint8_t *buf, size_t len, uint64_t re
         uint32_t node = xp_intern(&d->nodes, b->producer->node);
         if (!body)
             ; /* counted by read_batch below */
-        else if (node == UINT32_MAX || ensure_clocks(d) < 0 || add_samples(d, node, body) < 0)
+        else if (node == UINT32_MAX || ensure_clocks(d) < 0 || add_samples(d, node, body, recv_ns) < 0)
             rc = iot_fail(err, errlen, "out of memory");
         else
             iot_clockmap_finish(&d->clocks[node].map);

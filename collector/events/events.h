@@ -81,6 +81,11 @@ struct xp_agent_status {
     int known;
     uint64_t received, invalid, forwarded, resent, acked, duplicates, rejected, reconnects;
     uint64_t pending, pending_bytes;
+    /* When the collector received the batch that carried it: the status
+     * rides on the agent's clock batches, which wait behind the agent's
+     * other batches while the collector cannot store them, so a status
+     * can be far older than the node's last message. */
+    uint64_t reported_ns;
 };
 
 /* Per node (same index as xp_data.nodes). */

@@ -68,8 +68,8 @@ def main():
                 job = f"attribution-{volume}"
                 run_job(c, args, job, truth)
                 sjob = run_srun(c, args, struth)
-                cluster.check_attribution(c, job, truth, storage, volume)
-                cluster.check_attribution(c, sjob, struth, storage, volume)
+                cluster.check_attribution(c, job, truth, storage)
+                cluster.check_attribution(c, sjob, struth, storage)
         finally:
             shutil.rmtree(truth, ignore_errors=True)
             shutil.rmtree(struth, ignore_errors=True)

@@ -150,8 +150,8 @@ def main():
             steps = cluster.slurm_steps(truths["batch"])
             check(steps == {(batch_job, "0")}, f"the batch job's ranks ran in {steps}")
 
-            cluster.check_attribution(c, srun_job, truths["srun"], STORAGE, "replicate")
-            cluster.check_attribution(c, f"{batch_job}.0", truths["batch"], STORAGE, "replicate")
+            cluster.check_attribution(c, srun_job, truths["srun"], STORAGE)
+            cluster.check_attribution(c, f"{batch_job}.0", truths["batch"], STORAGE)
             jobs = c.jobs()
             check_row(jobs, srun_job, "slurm-mix")
             check_row(jobs, f"{batch_job}.0", "batch-mix")

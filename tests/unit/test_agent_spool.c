@@ -119,6 +119,40 @@ static void test_resend_after_disconnect(void **state)
     spool_free(&s);
 }
 
+/* DEFERRED: the batch is held again and goes out before every batch not
+ * yet sent, in its place; those in flight after it are not sent twice,
+ * and deferring what is not in flight changes nothing. */
+static void test_defer(void **state)
+{
+    (void)state;
+    struct spool s;
+    spool_init(&s, 1 << 20);
+    for (uint64_t i = 0; i < 8; i++)
+        push(&s, "a/1/1", i, 10);
+    uint64_t seqs[16];
+    assert_int_equal(send_all(&s, 4, seqs), 4); /* 0..3 in flight */
+    assert_int_equal(spool_defer(&s, "a/1/1", 7, 2), 1);
+    assert_int_equal(spool_defer(&s, "a/1/1", 7, 1), 1);
+    assert_int_equal(spool_defer(&s, "a/1/1", 7, 1), 0); /* twice: no longer in flight */
+    assert_int_equal(spool_defer(&s, "a/1/1", 7, 6), 0); /* never sent */
+    assert_int_equal(spool_defer(&s, "a/1/1", 7, 99), 0);
+    assert_int_equal(s.in_flight, 2);
+    assert_int_equal(send_all(&s, 6, seqs), 4);
+    uint64_t want[] = {1, 2, 4, 5};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(seqs[i], want[i]);
+    /* Acknowledged in flight, the cursor passes over the ones still out. */
+    assert_int_equal(spool_ack(&s, "a/1/1", 7, 1), SPOOL_ACK_IN_FLIGHT);
+    assert_int_equal(spool_defer(&s, "a/1/1", 7, 5), 1);
+    assert_int_equal(send_all(&s, 8, seqs), 3);
+    uint64_t then[] = {5, 6, 7};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(seqs[i], then[i]);
+    assert_null(spool_next_unsent(&s));
+    assert_int_equal(s.in_flight, 7);
+    spool_free(&s);
+}
+
 static void test_full_mark(void **state)
 {
     (void)state;
@@ -176,6 +210,7 @@ int main(void)
         cmocka_unit_test(test_push_tail),
         cmocka_unit_test(test_ack_lookup),
         cmocka_unit_test(test_resend_after_disconnect),
+        cmocka_unit_test(test_defer),
         cmocka_unit_test(test_full_mark),
         cmocka_unit_test(test_many),
         cmocka_unit_test(test_same_batch_twice),

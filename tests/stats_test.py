@@ -94,6 +94,7 @@ JOB_S = {
     "amplification": sum(s["bytes"] for s in SERVERS_S.values()) / CALL_BYTES_S,
     "disk_time_share": DISK_TIME_S / CALL_TIME_S,
     "unmatched_calls": 1, "unmatched_disk_ops": 1, "dropped_events": 5,
+    "disk_only_calls": 1, "disk_only_calls_by_rank": {"0": 1},
     "clock": {"c1": CLOCK_C1, "c2": CLOCK_C2, "s1": CLOCK_S1, "s2": CLOCK_NONE},
 }
 JOB_T = {
@@ -101,6 +102,7 @@ JOB_T = {
     "servers": {"s1:/bricks/b1": {"ops": 1, "bytes": 300, "busy_ns": 200 * US}},
     "amplification": 1.0, "disk_time_share": 0.2,
     "unmatched_calls": 0, "unmatched_disk_ops": 0, "dropped_events": 0,
+    "disk_only_calls": 0, "disk_only_calls_by_rank": {},
     "clock": {"c2": CLOCK_C2, "s1": CLOCK_S1},
 }
 
@@ -247,7 +249,7 @@ def check_text(store):
         "MPI_Wait 1 2048 1000000 1000000 1000000 1000000 - 0 0 0/0/0/0/0/0/0",
         "s1:/bricks/b1 6 10204 2310000", "s2:/bricks/b2 4 11240 2400000",
         "amplification 1.346", "disk_time_share 0.139", "unmatched_calls 1",
-        "unmatched_disk_ops 1", "dropped_events 5",
+        "unmatched_disk_ops 1", "dropped_events 5", "disk_only_calls 1 (rank 0: 1)",
         "c1 3000000000 2000 1500", "c2 -1500000000 800 400", "s2 - - -",
     ]
     for w in want:
@@ -266,6 +268,11 @@ def check_unaligned(store):
         check(job["unmatched_disk_ops"] == 9 and job["unmatched_calls"] == 7,
               f"--no-align: unmatched {job['unmatched_disk_ops']} operations, "
               f"{job['unmatched_calls']} calls")
+        # Rank 2's calls come 1.5 s after their operations and take their
+        # CallIDs back; ranks 0's and 1's came 3 s before theirs: those
+        # count as seen only by the disks.
+        check(job["disk_only_calls"] == 6 and job["disk_only_calls_by_rank"] == {"0": 4, "1": 2},
+              f"--no-align: disk_only_calls {job['disk_only_calls']} {job['disk_only_calls_by_rank']}")
 
 
 def check_errors(store):

@@ -739,7 +739,7 @@ static void report(struct iot_match *m, const struct mt_entry *e)
 {
     const struct mt_group *g = e->group ? &m->groups[e->group - 1] : NULL;
     struct iot_match_closed c = {
-        .job = e->job, .func = (e->flags & F_CALL) ? e->func : 0,
+        .callid = e->callid, .job = e->job, .func = (e->flags & F_CALL) ? e->func : 0,
         .expect_disk = (e->flags & F_EXPECT) != 0, .ops = g ? g->ops : e->own_ops,
         .own_ops = e->own_ops, .own_bytes = e->own_bytes, .own_time_ns = e->own_time,
         .group_size = g ? g->size : 0};

@@ -33,6 +33,7 @@
 
 /* What an entry amounted to when its window closed. */
 struct iot_match_closed {
+    uint64_t callid;     /* the entry's CallID (a group's: its first member's) */
     uint32_t job;
     uint16_t func;       /* the issuing call's function; a completion's if that is all
                             that was seen; 0 when no MPI-IO event had the CallID */

@@ -16,7 +16,7 @@ void iot_an_stats_init(struct iot_an_stats *s)
 /* What job_of, func_of, server_of and the histograms added to s->bytes. */
 static size_t job_bytes(const struct iot_an_job *j)
 {
-    size_t n = sizeof *j + j->n_server * sizeof *j->server;
+    size_t n = sizeof *j + j->n_server * sizeof *j->server + j->disk_only_cap * sizeof *j->disk_only;
     for (unsigned f = 0; f < IOT_AN_FUNCS; f++)
         if (j->func[f])
             n += sizeof *j->func[f] + j->func[f]->dur.bytes;
@@ -31,6 +31,7 @@ static void free_job(struct iot_an_job *j)
             free(j->func[f]);
         }
     free(j->server);
+    free(j->disk_only);
     free(j);
 }
 
@@ -99,8 +100,96 @@ static struct iot_an_server *server_of(struct iot_an_stats *s, struct iot_an_job
     return &j->server[server];
 }
 
+/* ---- calls seen only by their disk operations ------------------------------ */
+
+static size_t disk_only_slot(const uint64_t *set, size_t cap, uint64_t callid)
+{
+    size_t i = (size_t)((callid * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+    while (set[i] && set[i] != callid)
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+static int disk_only_add(struct iot_an_stats *s, struct iot_an_job *j, uint64_t callid)
+{
+    if (j->disk_only_cap && j->disk_only[disk_only_slot(j->disk_only, j->disk_only_cap, callid)])
+        return 0;
+    if (j->disk_only_n >= IOT_AN_DISK_ONLY_MAX) {
+        j->disk_only_more++;
+        return 0;
+    }
+    if ((j->disk_only_n + 1) * 2 > j->disk_only_cap) {
+        size_t cap = j->disk_only_cap ? j->disk_only_cap * 2 : 16;
+        uint64_t *set = calloc(cap, sizeof *set);
+        if (!set)
+            return -1;
+        for (size_t i = 0; i < j->disk_only_cap; i++)
+            if (j->disk_only[i])
+                set[disk_only_slot(set, cap, j->disk_only[i])] = j->disk_only[i];
+        free(j->disk_only);
+        s->bytes += (cap - j->disk_only_cap) * sizeof *set;
+        j->disk_only = set;
+        j->disk_only_cap = cap;
+    }
+    j->disk_only[disk_only_slot(j->disk_only, j->disk_only_cap, callid)] = callid;
+    j->disk_only_n++;
+    return 0;
+}
+
+/* The call came after all (its operations were early, or it was late):
+ * not a call only the disks saw.  Removal with backward shift, so that
+ * lookups need no tombstones. */
+static void disk_only_remove(struct iot_an_job *j, uint64_t callid)
+{
+    size_t cap = j->disk_only_cap, i = disk_only_slot(j->disk_only, cap, callid);
+    if (!j->disk_only[i])
+        return;
+    j->disk_only[i] = 0;
+    j->disk_only_n--;
+    for (size_t k = (i + 1) & (cap - 1); j->disk_only[k]; k = (k + 1) & (cap - 1)) {
+        uint64_t v = j->disk_only[k];
+        j->disk_only[k] = 0;
+        j->disk_only[disk_only_slot(j->disk_only, cap, v)] = v;
+    }
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+size_t iot_an_disk_only_ranks(const struct iot_an_job *j, struct iot_an_rank_count **out)
+{
+    *out = NULL;
+    if (!j->disk_only_n)
+        return 0;
+    uint32_t *ranks = malloc(j->disk_only_n * sizeof *ranks);
+    struct iot_an_rank_count *rc = malloc(j->disk_only_n * sizeof *rc);
+    if (!ranks || !rc) {
+        free(ranks);
+        free(rc);
+        return SIZE_MAX;
+    }
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < j->disk_only_cap; i++)
+        if (j->disk_only[i])
+            ranks[n++] = (uint32_t)(j->disk_only[i] >> 40);
+    qsort(ranks, n, sizeof *ranks, cmp_u32);
+    for (size_t i = 0; i < n; i++) {
+        if (!k || rc[k - 1].rank != ranks[i])
+            rc[k++] = (struct iot_an_rank_count){ranks[i], 0};
+        rc[k - 1].calls++;
+    }
+    free(ranks);
+    *out = rc;
+    return k;
+}
+
 static int on_call(struct iot_an_stats *s, struct iot_an_job *j, const struct xp_event *ev)
 {
+    if (j->disk_only_n && ev->callid)
+        disk_only_remove(j, ev->callid);
     struct iot_an_func *f = func_of(s, j, ev->func);
     if (!f)
         return ev->func >= IOT_AN_FUNCS ? 0 : -1; /* an id from a newer build: not MPI-IO */
@@ -209,6 +298,8 @@ void iot_an_stats_closed(void *stats, const struct iot_match_closed *c)
     }
     if (!c->func) {
         j->unmatched_disk_ops += c->own_ops; /* their CallID named no call */
+        if (c->own_ops && c->callid && disk_only_add(s, j, c->callid) < 0)
+            s->failed = 1;
         return;
     }
     f->disk_bytes += c->own_bytes;

@@ -44,6 +44,15 @@ struct iot_an_job {
     uint64_t disk_ops, disk_bytes; /* every disk operation tagged with the job */
     uint64_t attr_disk_bytes, attr_disk_time_ns; /* those attributed to a call */
     uint64_t unmatched_calls, unmatched_disk_ops, dropped_events;
+    /* CallIDs of unmatched disk operations that no call of the job came
+     * for afterwards: calls that the disks saw and the store has no record
+     * of (died with their process, dropped, or outside their window).  A
+     * set (open addressing, 0 free) of at most IOT_AN_DISK_ONLY_MAX, so a
+     * call counts once however many operations it had; past it, counted in
+     * disk_only_more without a rank. */
+    uint64_t *disk_only;
+    size_t disk_only_n, disk_only_cap;
+    uint64_t disk_only_more;
     uint64_t events; /* events and drop records */
     int64_t first_ns, last_ns; /* span of the calls and disk operations counted */
     int spanned;               /* first_ns and last_ns hold a value */
@@ -57,6 +66,18 @@ struct iot_an_stats {
     int failed;                  /* ran out of memory while taking a closed call */
     uint8_t completion[IOT_AN_FUNCS];
 };
+
+#define IOT_AN_DISK_ONLY_MAX 65536
+
+/* Calls seen only by their disk operations, per rank (the CallID's upper
+ * 24 bits), in rank order: *out (malloc'd, freed by the caller) and their
+ * number; SIZE_MAX when out of memory.  Their total is disk_only_n +
+ * disk_only_more. */
+struct iot_an_rank_count {
+    uint32_t rank;
+    uint64_t calls;
+};
+size_t iot_an_disk_only_ranks(const struct iot_an_job *j, struct iot_an_rank_count **out);
 
 void iot_an_stats_init(struct iot_an_stats *s);
 void iot_an_stats_free(struct iot_an_stats *s);

@@ -227,6 +227,7 @@ static void job_metrics(struct buf *b, struct live *l)
         {"iotrace_job_dropped_events_total", "counter", "Events of the job lost anywhere and counted."},
         {"iotrace_job_unmatched_calls_total", "counter", "Calls expected to reach the disk whose disk operations were not seen."},
         {"iotrace_job_unmatched_disk_ops_total", "counter", "Disk operations whose call was not seen."},
+        {"iotrace_job_disk_only_calls", "gauge", "Calls the disks saw and the store has no record of (died with their process, dropped, or outside their window)."},
     };
     char job[256], fn[64], sv[256];
     for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
@@ -276,6 +277,10 @@ static void job_metrics(struct buf *b, struct live *l)
             case 7:
                 put(b, "%s{job_id=\"%s\"} %llu\n", fam[f].name, job,
                     (unsigned long long)(!st ? 0 : f == 6 ? st->unmatched_calls : st->unmatched_disk_ops));
+                break;
+            case 8: /* a gauge: a late call takes its CallID back */
+                put(b, "%s{job_id=\"%s\"} %llu\n", fam[f].name, job,
+                    (unsigned long long)(!st ? 0 : st->disk_only_n + st->disk_only_more));
                 break;
             }
         }

@@ -233,6 +233,23 @@ static json_t *span_json(const struct iot_an_job *j)
                      "first", first, "last", last);
 }
 
+/* {"RANK": calls, ...} in rank order; an empty object when there are none. */
+static json_t *disk_only_json(const struct iot_an_job *j)
+{
+    struct iot_an_rank_count *rc;
+    size_t n = iot_an_disk_only_ranks(j, &rc);
+    if (n == SIZE_MAX)
+        return json_null();
+    json_t *o = json_object();
+    char key[16];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%u", rc[i].rank);
+        json_object_set_new(o, key, uint_json(rc[i].calls));
+    }
+    free(rc);
+    return o;
+}
+
 static json_t *job_json(const struct xp_data *d, const struct iot_pipe *s,
                         const struct job_view *v)
 {
@@ -252,6 +269,8 @@ static json_t *job_json(const struct xp_data *d, const struct iot_pipe *s,
     json_object_set_new(o, "unmatched_calls", uint_json(j->unmatched_calls));
     json_object_set_new(o, "unmatched_disk_ops", uint_json(j->unmatched_disk_ops));
     json_object_set_new(o, "dropped_events", uint_json(j->dropped_events));
+    json_object_set_new(o, "disk_only_calls", uint_json(j->disk_only_n + j->disk_only_more));
+    json_object_set_new(o, "disk_only_calls_by_rank", disk_only_json(j));
     json_object_set_new(o, "clock", clock_json(d, v));
     return o;
 }
@@ -381,6 +400,20 @@ static void print_totals(FILE *out, const struct iot_an_job *j)
             (unsigned long long)j->unmatched_calls, "unmatched_disk_ops",
             (unsigned long long)j->unmatched_disk_ops, "dropped_events",
             (unsigned long long)j->dropped_events);
+    uint64_t only = j->disk_only_n + j->disk_only_more;
+    if (!only)
+        return; /* the usual case: the line only when there is something to say */
+    fprintf(out, "  %-20s %llu", "disk_only_calls", (unsigned long long)only);
+    struct iot_an_rank_count *rc;
+    size_t n = iot_an_disk_only_ranks(j, &rc);
+    for (size_t i = 0; n != SIZE_MAX && i < n; i++)
+        fprintf(out, "%srank %u: %llu", i ? ", " : " (", rc[i].rank,
+                (unsigned long long)rc[i].calls);
+    if (n != SIZE_MAX && n)
+        fprintf(out, ")");
+    fprintf(out, "\n");
+    if (n != SIZE_MAX)
+        free(rc);
 }
 
 static void print_clock(FILE *out, const struct xp_data *d, const struct job_view *v)

@@ -237,6 +237,13 @@ function drawStats(s) {
   $("amp").textContent = s.amplification === null ? "–" : s.amplification.toFixed(3);
   $("share").textContent = s.disk_time_share === null ? "–" : s.disk_time_share.toFixed(3);
   $("unmatched").textContent = s.unmatched_calls + " · " + s.unmatched_disk_ops;
+  // Calls only the disks saw (their process died with them, say): named
+  // per rank under the figure, nothing when there are none.
+  const only = Object.entries(s.disk_only_calls_by_rank || {});
+  $("disk-only").textContent = s.disk_only_calls
+    ? s.disk_only_calls + " calls seen only by the disks" +
+      (only.length ? " (" + only.map(([r, n]) => "rank " + r + ": " + n).join(", ") + ")" : "")
+    : "";
   $("dropped").textContent = s.dropped_events;
   fill("functions", Object.entries(s.functions).map(([name, f]) => {
     const tr = document.createElement("tr");

@@ -265,6 +265,8 @@ def phase_compute(c, args):
             cid = int(e["callid"], 16)
             seen[cid >> RANK_BITS].add(cid & ((1 << RANK_BITS) - 1))
     total_lost = 0
+    st = c.stats(job)
+    by_rank = st.get("disk_only_calls_by_rank") or {}
     for r in sorted(lost_ranks):
         s = stored[r]
         gaps = (max(s) - min(s) + 1 - len(s)) if s else 0
@@ -277,9 +279,15 @@ def phase_compute(c, args):
         # from the spool.
         check(len(s) > 5 * RATE, f"compute: {len(s)} calls of rank {r} stored: compute2's spool did not arrive")
         check(gaps == 0, f"compute: rank {r}'s stored calls have {gaps} holes")
+        # The store counts them too, per rank, from the CallIDs the bricks
+        # carried (--stats disk_only_calls_by_rank).
+        check(by_rank.get(str(r), 0) == died,
+              f"compute: rank {r}: --stats disk_only_calls_by_rank says {by_rank.get(str(r), 0)}, "
+              f"the bricks saw {died} calls the store lacks")
     print(f"FIGURES compute host crashed: calls stored from compute2 "
           f"{sum(len(stored[r]) for r in lost_ranks)}, seen by the bricks only {total_lost} "
-          f"(counted per rank above), duplicates {len(calls) - len({e['callid'] for e in calls})}")
+          f"(counted per rank above; --stats disk_only_calls {st.get('disk_only_calls')} "
+          f"{by_rank}), duplicates {len(calls) - len({e['callid'] for e in calls})}")
     check(len(calls) == len({e["callid"] for e in calls}), "compute: calls stored twice")
 
 

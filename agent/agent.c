@@ -579,7 +579,7 @@ static int run(struct agent *a)
         int64_t now = iot_mono_ns();
         if (a->stopping && (a->spool.count == 0 || now >= a->drain_deadline))
             return 0;
-        zmq_pollitem_t items[2 + UPLINK_POLL_ITEMS];
+        zmq_pollitem_t items[3 + UPLINK_POLL_ITEMS];
         int n = 0;
         items[n++] = (zmq_pollitem_t){.fd = a->sigfd, .events = ZMQ_POLLIN};
         int intake_at = -1;
@@ -590,6 +590,11 @@ static int run(struct agent *a)
         int uplink_at = n;
         uplink_poll_items(&a->uplink, &items[n]);
         n += UPLINK_POLL_ITEMS;
+        int clock_at = -1;
+        if (clocksync_fd(&a->clock) >= 0) {
+            clock_at = n;
+            items[n++] = (zmq_pollitem_t){.fd = clocksync_fd(&a->clock), .events = ZMQ_POLLIN};
+        }
 
         if (zmq_poll(items, n, poll_timeout_ms(a, now)) < 0 && zmq_errno() != EINTR) {
             iot_err("poll failed: %s", zmq_strerror(zmq_errno()));
@@ -600,6 +605,8 @@ static int run(struct agent *a)
         /* The collector's messages first: a clock answer read after a burst
          * of producer batches would carry their processing time in its
          * round trip. */
+        if (clock_at >= 0 && (items[clock_at].revents & ZMQ_POLLIN))
+            clocksync_readable(&a->clock);
         uplink_handle(&a->uplink, &items[uplink_at]);
         int backlog = 0;
         if (intake_at >= 0 && a->intake_open && (items[intake_at].revents & ZMQ_POLLIN))

@@ -1,9 +1,16 @@
 #include "clocksync.h"
 
+#include <errno.h>
+#include <netdb.h>
+#include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include "clockudp.h"
 
 #include "log.h"
 #include "spool.h"
@@ -19,6 +26,7 @@
 #define PING_TIMEOUT_NS (1000 * 1000000ll)
 
 static void on_pong(void *ctx, int64_t t1, int64_t t2, int64_t t3, int64_t t4);
+static int udp_ready(struct clocksync *cs);
 
 void clocksync_init(struct clocksync *cs, struct uplink *ul, struct spool *sp,
                     struct agent_stats *st, const char *node, const char *peer,
@@ -41,6 +49,7 @@ void clocksync_init(struct clocksync *cs, struct uplink *ul, struct spool *sp,
     if (getrandom(&cs->epoch, sizeof cs->epoch, 0) != sizeof cs->epoch)
         cs->epoch = (uint64_t)iot_now_ns() ^ ((uint64_t)getpid() << 32);
     cs->next_burst = INT64_MAX;
+    cs->udp_fd = -1;
     ul->on_pong = on_pong;
     ul->pong_ctx = cs;
 }
@@ -106,6 +115,7 @@ static void end_burst(struct clocksync *cs, int64_t now_mono)
 static void start_burst(struct clocksync *cs, int64_t now_mono)
 {
     cs->in_burst = 1;
+    cs->burst_udp = udp_ready(cs) == 0;
     cs->sent = cs->answered = 0;
     cs->waiting = 0;
     cs->have_best = 0;
@@ -121,6 +131,8 @@ static void on_pong(void *ctx, int64_t t1, int64_t t2, int64_t t3, int64_t t4)
         return; /* the answer to a PING already given up on */
     cs->waiting = 0;
     cs->answered++;
+    if (cs->burst_udp)
+        cs->udp_answered = 1;
     cs->next_ping = iot_mono_ns() + SPACING_NS;
     int64_t offset = ((t2 - t1) + (t3 - t4)) / 2;
     int64_t rtt = (t4 - t1) - (t3 - t2);
@@ -145,6 +157,18 @@ static void give_up_ping(struct clocksync *cs, int64_t now_mono)
 {
     cs->waiting = 0;
     cs->next_ping = now_mono;
+    if (cs->burst_udp) {
+        /* Not one answer over UDP in this session: a firewall between,
+         * most likely; the rest of the session measures over ZeroMQ. */
+        if (!cs->udp_answered && !cs->udp_failed) {
+            iot_warn("clock: no answer from collector %s on UDP port %d within %.0f s (a "
+                     "firewall?): measuring over the ZeroMQ link, with wider error bounds",
+                     cs->peer, cs->udp_port, PING_TIMEOUT_NS / 1e9);
+            cs->udp_failed = 1;
+            cs->burst_udp = 0;
+        }
+        return;
+    }
     if (cs->session_answered)
         return;
     if (!cs->silence_logged)
@@ -155,8 +179,104 @@ static void give_up_ping(struct clocksync *cs, int64_t now_mono)
     end_burst(cs, now_mono);
 }
 
+/* The socket for the port the collector gave this session, to the host of
+ * its endpoint (tcp://HOST:PORT); 0, or -1 when there is none to be had. */
+static int udp_ready(struct clocksync *cs)
+{
+    int port = cs->ul->clock_port;
+    if (port <= 0 || cs->udp_failed)
+        return -1;
+    if (cs->udp_fd >= 0 && cs->udp_port == port)
+        return 0;
+    if (cs->udp_fd >= 0)
+        close(cs->udp_fd);
+    cs->udp_fd = -1;
+    cs->udp_port = port;
+    const char *hp = strncmp(cs->peer, "tcp://", 6) == 0 ? cs->peer + 6 : NULL;
+    const char *colon = hp ? strrchr(hp, ':') : NULL;
+    char host[256], service[16];
+    if (!colon || (size_t)(colon - hp) >= sizeof host) {
+        cs->udp_failed = 1;
+        return -1;
+    }
+    memcpy(host, hp, (size_t)(colon - hp));
+    host[colon - hp] = '\0';
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    snprintf(service, sizeof service, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM,
+                             .ai_flags = AI_NUMERICSERV},
+                    *res = NULL;
+    if (getaddrinfo(host, service, &hints, &res) != 0) {
+        cs->udp_failed = 1;
+        return -1;
+    }
+    for (struct addrinfo *a = res; a && cs->udp_fd < 0; a = a->ai_next) {
+        int fd = iot_clockudp_socket(a->ai_family);
+        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+            cs->udp_fd = fd;
+        else if (fd >= 0)
+            close(fd);
+    }
+    freeaddrinfo(res);
+    if (cs->udp_fd < 0) {
+        iot_warn("clock: no UDP socket to collector %s port %d (%s): measuring over the "
+                 "ZeroMQ link", cs->peer, port, strerror(errno));
+        cs->udp_failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static int send_udp_ping(struct clocksync *cs)
+{
+    struct iot_clockudp_msg msg = {.kind = 1, .key_id = cs->ul->clock_key_id};
+    randombytes_buf(&cs->nonce, sizeof cs->nonce);
+    msg.nonce = cs->nonce;
+    uint8_t buf[IOT_CLOCKUDP_REQUEST];
+    /* t1 last, just before the send: the packing's time is no round trip. */
+    msg.t1 = cs->t1 = iot_now_ns();
+    size_t len = iot_clockudp_pack(buf, &msg, cs->ul->clock_key);
+    if (send(cs->udp_fd, buf, len, MSG_DONTWAIT) < 0) {
+        iot_debug("clock: UDP send: %s", strerror(errno));
+        return -1; /* counted as unanswered: ends in give_up_ping */
+    }
+    return 0;
+}
+
+int clocksync_fd(const struct clocksync *cs) { return cs->udp_fd; }
+
+void clocksync_readable(struct clocksync *cs)
+{
+    for (;;) {
+        uint8_t buf[128];
+        int64_t t4;
+        long n = iot_clockudp_recv(cs->udp_fd, buf, sizeof buf, &t4, NULL, NULL);
+        if (n < 0) {
+            if (errno == ENOMSG)
+                continue;
+            return;
+        }
+        struct iot_clockudp_msg msg;
+        if (iot_clockudp_open(buf, (size_t)n, cs->ul->clock_key, &msg) < 0 || msg.kind != 2 ||
+            msg.key_id != cs->ul->clock_key_id || !cs->waiting || !cs->burst_udp ||
+            msg.nonce != cs->nonce)
+            continue; /* not under this session's key, or not the exchange waiting */
+        on_pong(cs, msg.t1, msg.t2, msg.t3, t4);
+    }
+}
+
 static void send_ping(struct clocksync *cs, int64_t now_mono)
 {
+    if (cs->burst_udp) {
+        send_udp_ping(cs);
+        cs->sent++;
+        cs->waiting = 1;
+        cs->deadline = now_mono + PING_TIMEOUT_NS;
+        return;
+    }
     if (uplink_send_ping(cs->ul, &cs->t1) < 0) {
         end_burst(cs, now_mono);
         return;
@@ -174,6 +294,7 @@ static void follow_session(struct clocksync *cs, int64_t now_mono)
         return;
     cs->session_seen = cs->ul->sessions;
     cs->session_answered = 0;
+    cs->udp_answered = cs->udp_failed = 0;
     cs->in_burst = cs->waiting = 0;
     cs->next_burst = now_mono;
 }
@@ -216,4 +337,7 @@ void clocksync_stop(struct clocksync *cs)
 {
     cs->interval_ns = 0;
     cs->in_burst = cs->waiting = 0;
+    if (cs->udp_fd >= 0)
+        close(cs->udp_fd);
+    cs->udp_fd = -1;
 }

@@ -1,5 +1,7 @@
-/* Clock synchronisation with the collector: NTP-style exchanges over the
- * uplink (PING/PONG, common/link.h), a burst at a time.
+/* Clock synchronisation with the collector: NTP-style exchanges, a burst at
+ * a time, over UDP with the kernel's receive times where the collector
+ * answers there (common/clockudp.h: CLOCKKEY/CLOCKUDP on the uplink), else
+ * over the uplink itself (PING/PONG, common/link.h).
  *
  * Each exchange yields t1 (agent sends PING), t2 (collector reads it), t3
  * (collector sends PONG), t4 (agent reads PONG), giving
@@ -52,6 +54,16 @@ struct clocksync {
     int have_best;
     int64_t best_offset, best_local;
     uint64_t best_rtt;
+
+    /* Over UDP (common/clockudp.h) when the collector gave a port for the
+     * session's key: the socket (connected to the collector's address,
+     * -1 without), the port it was made for, whether this burst uses it,
+     * and whether it answered or was given up on in this session. */
+    int udp_fd;
+    int udp_port;
+    int burst_udp;
+    int udp_answered, udp_failed;
+    uint64_t nonce; /* of the exchange waiting */
 };
 
 /* `node` and `peer` (the collector endpoint, recorded in every sample) must
@@ -63,6 +75,12 @@ void clocksync_init(struct clocksync *cs, struct uplink *ul, struct spool *sp,
 /* Starts bursts, sends PINGs and gives up on unanswered ones.  Call every
  * loop turn. */
 void clocksync_tick(struct clocksync *cs, int64_t now_mono);
+
+/* The UDP socket to poll for answers (ZMQ_POLLIN), -1 when there is none. */
+int clocksync_fd(const struct clocksync *cs);
+
+/* Reads the answers waiting on that socket. */
+void clocksync_readable(struct clocksync *cs);
 
 /* Monotonic time by which clocksync_tick wants to run again (INT64_MAX if
  * nothing is scheduled), to bound the poll timeout. */

@@ -1,6 +1,7 @@
 #include "uplink.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -212,6 +213,36 @@ static void on_monitor_event(struct uplink *ul)
     }
 }
 
+/* A key of this session's own for the clock exchanges over UDP
+ * (common/clockudp.h), given over this link, which CURVE encrypts: an
+ * older collector ignores it (and logs a message of unknown type), and the
+ * clock stays on PING. */
+static void send_clock_key(struct uplink *ul)
+{
+    ul->clock_port = -1;
+    randombytes_buf(ul->clock_key, sizeof ul->clock_key);
+    do
+        randombytes_buf(&ul->clock_key_id, sizeof ul->clock_key_id);
+    while (!ul->clock_key_id);
+    uint8_t id[8];
+    iot_put_u64(id, ul->clock_key_id);
+    if (zmq_send(ul->sock, IOT_LINK_PROTO, strlen(IOT_LINK_PROTO), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(ul->sock, IOT_LINK_CLOCKKEY, strlen(IOT_LINK_CLOCKKEY), ZMQ_SNDMORE) < 0 ||
+        zmq_send(ul->sock, id, sizeof id, ZMQ_SNDMORE) < 0 ||
+        zmq_send(ul->sock, ul->clock_key, sizeof ul->clock_key, 0) < 0)
+        iot_debug("CLOCKKEY not sent: %s", zmq_strerror(zmq_errno()));
+}
+
+static void on_clockudp(struct uplink *ul, zmq_msg_t *f, int n)
+{
+    if (n != 3 || zmq_msg_size(&f[2]) != 2) {
+        iot_warn("malformed CLOCKUDP from the collector");
+        return;
+    }
+    const uint8_t *p = zmq_msg_data(&f[2]);
+    ul->clock_port = p[0] | p[1] << 8;
+}
+
 static void on_welcome(struct uplink *ul, zmq_msg_t *f, int n)
 {
     if (n != 3 || zmq_msg_size(&f[2]) != 4) {
@@ -233,6 +264,7 @@ static void on_welcome(struct uplink *ul, zmq_msg_t *f, int n)
     ul->auth_logged = 0;
     ul->backoff_ns = 0;
     ul->sessions++;
+    send_clock_key(ul);
 }
 
 static void log_rejection(struct uplink *ul, const char *key, uint64_t seq, zmq_msg_t *reason)
@@ -332,6 +364,7 @@ static const struct {
     {IOT_LINK_WELCOME, on_welcome},
     {IOT_LINK_ACK, on_ack},
     {IOT_LINK_PONG, on_pong},
+    {IOT_LINK_CLOCKUDP, on_clockudp},
 };
 
 static int frame_is(zmq_msg_t *f, const char *s)

@@ -56,6 +56,11 @@ struct uplink {
     int64_t hold_until, hold_ns;
     uint64_t deferred_run; /* batches deferred since the collector last stored one */
     struct ratelimit defer_log;
+    /* This session's key for clock exchanges over UDP (CLOCKKEY) and the
+     * port the collector answered (CLOCKUDP): -1 not yet, 0 none. */
+    uint8_t clock_key[32];
+    uint64_t clock_key_id;
+    int clock_port;
 
     /* Called for every well-formed PONG with its timestamps (t4: when it was
      * read); set by the clock synchronisation. */

@@ -9,6 +9,8 @@
  *     BATCH   batch bytes                 one encoded iotrace batch, untouched
  *     PING    t1(i64)                     clock exchange: t1 = agent clock
  *                                         (CLOCK_REALTIME ns) just before sending
+ *     CLOCKKEY key-id(u64), key(32 bytes)  after WELCOME: the key of this session's
+ *                                         clock exchanges over UDP (clockudp.h)
  *   collector -> agent
  *     WELCOME credit(u32)                 answer to HELLO: the agent may have
  *                                         `credit` unacknowledged batches in
@@ -20,6 +22,8 @@
  *                                         and sends it again after a pause); each
  *                                         ACK returns one credit.  producer-key is
  *                                         iot_wire_producer_key().
+ *     CLOCKUDP port(u16)                  answer to CLOCKKEY: the UDP port of the
+ *                                         collector's clock, 0 for none (PING then)
  *     PONG    t1(i64), t2(i64), t3(i64)   answer to PING, sent at once (never held
  *                                         back by a group commit): t1 echoed,
  *                                         t2 = collector clock when the PING was
@@ -40,6 +44,8 @@
 #define IOT_LINK_PONG "PONG"
 #define IOT_LINK_WELCOME "WELCOME"
 #define IOT_LINK_ACK "ACK"
+#define IOT_LINK_CLOCKKEY "CLOCKKEY"
+#define IOT_LINK_CLOCKUDP "CLOCKUDP"
 
 enum iot_ack_status {
     IOT_ACK_STORED = 0,

@@ -17,6 +17,7 @@
 #include "http.h"
 #include "ingest.h"
 #include "live.h"
+#include "clockserve.h"
 #include "link.h"
 #include "log.h"
 #include "opts.h"
@@ -74,12 +75,19 @@ static char *opt_curve_key;
 static char *opt_curve_clients;
 static int opt_insecure;
 static char *opt_keygen;
+/* -1: the --listen port + 1 */
+static long opt_clock_port = -1;
 
 static const struct iot_opt options[] = {
     {"listen", 'l', IOT_OPT_STRING, &opt_listen, "tcp://HOST:PORT",
      "ZeroMQ endpoint the agents connect to (default tcp://127.0.0.1:5555)"},
     {"store", 's', IOT_OPT_STRING, &opt_store, "DIR",
      "store directory, created if missing (required)"},
+    {"clock-port", 0, IOT_OPT_INT, &opt_clock_port, "PORT",
+     "answer the agents' clock exchanges over UDP on this port of the --listen address, each "
+     "under its session's key, with the kernel's receive time (error bounds of tens of "
+     "microseconds rather than hundreds); 0 leaves them on the ZeroMQ link (default: the "
+     "--listen port + 1)"},
     {"credit", 0, IOT_OPT_INT, &opt_credit, "N",
      "unacknowledged batches an agent may have in flight (default 64)"},
     {"segment-size", 0, IOT_OPT_SIZE, &opt_segment_size, "SIZE",
@@ -240,6 +248,7 @@ struct collector {
     uint64_t kind_batches[IOT_INGEST_KINDS], kind_events[IOT_INGEST_KINDS];
     void *zctx, *sock;
     void *zap; /* ZeroMQ's authentication requests, with CURVE */
+    struct clockserve *clock; /* UDP clock exchanges, NULL without */
     void *mon; /* handshake failures of the agents' socket, with CURVE */
     struct iot_curve_keys keys;
     struct iot_store *store;
@@ -473,6 +482,35 @@ static int key_speaks_for(struct collector *c, struct message *m, struct peer *p
         iot_ratelog_note(c->ratelog, node, text, iot_mono_ns());
     }
     return ok;
+}
+
+/* CLOCKKEY key-id(u64) key(32): the key of the agent's UDP clock exchanges
+ * for this session; answered CLOCKUDP port(u16), 0 when the collector has
+ * no UDP clock (the agent keeps to PING).  Only from an agent whose HELLO
+ * was welcomed: the key is bound to its node. */
+static void handle_clockkey(struct collector *c, struct message *m)
+{
+    struct peer *p = find_peer(c, frame_data(m, 0), frame_size(m, 0));
+    if (m->n != 5 || frame_size(m, 3) != 8 || frame_size(m, 4) != IOT_CLOCKUDP_KEY) {
+        c->count.malformed++;
+        report(c, m, "ignored a CLOCKKEY of %d frames (expected 3: an 8-byte id, a 32-byte key)",
+               m->n - 1);
+        return;
+    }
+    if (!p || !p->node[0] || (c->zap && !p->bound)) {
+        c->count.malformed++;
+        report(c, m, "ignored a CLOCKKEY on a connection without a welcomed HELLO");
+        return;
+    }
+    uint16_t port = 0;
+    if (c->clock && clockserve_set_key(c->clock, p->node, iot_get_u64(frame_data(m, 3)),
+                                       frame_data(m, 4)) == 0)
+        port = (uint16_t)clockserve_port(c->clock);
+    uint8_t pb[2] = {(uint8_t)port, (uint8_t)(port >> 8)};
+    const void *data[] = {frame_data(m, 0), IOT_LINK_PROTO, IOT_LINK_CLOCKUDP, pb};
+    size_t len[] = {frame_size(m, 0), strlen(IOT_LINK_PROTO), strlen(IOT_LINK_CLOCKUDP), 2};
+    if (send_frames(c->sock, data, len, 4) < 0)
+        iot_debug("cannot send CLOCKUDP: %s", zmq_strerror(errno));
 }
 
 static void handle_hello(struct collector *c, struct message *m)
@@ -786,6 +824,8 @@ static void handle_message(struct collector *c, struct message *m, struct group 
         handle_hello(c, m);
     } else if (frame_is(m, 2, IOT_LINK_PING)) {
         handle_ping(c, m);
+    } else if (frame_is(m, 2, IOT_LINK_CLOCKKEY)) {
+        handle_clockkey(c, m);
     } else {
         c->count.malformed++;
         printable(text, sizeof text, frame_data(m, 2), frame_size(m, 2));
@@ -1098,6 +1138,39 @@ static int rebuild_dedup(struct collector *c)
     return 0;
 }
 
+/* The UDP clock beside a tcp:// endpoint, on its address: without it
+ * (another transport, the port taken) the agents measure over ZeroMQ, as
+ * before, and the collector says so. */
+static void start_clock(struct collector *c)
+{
+    char host[256];
+    unsigned long tcp_port = 0;
+    const char *hp = strncmp(opt_listen, "tcp://", 6) == 0 ? opt_listen + 6 : NULL;
+    const char *colon = hp ? strrchr(hp, ':') : NULL;
+    if (opt_clock_port == 0)
+        return;
+    if (!colon || (size_t)(colon - hp) >= sizeof host) {
+        iot_info("clock: no UDP clock beside %s (not tcp://HOST:PORT): the agents measure over "
+                 "ZeroMQ", opt_listen);
+        return;
+    }
+    memcpy(host, hp, (size_t)(colon - hp));
+    host[colon - hp] = '\0';
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') { /* [v6] */
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    tcp_port = strtoul(colon + 1, NULL, 10);
+    unsigned port = opt_clock_port > 0 ? (unsigned)opt_clock_port : (unsigned)(tcp_port + 1);
+    char why[256];
+    c->clock = clockserve_start(host, port, why, sizeof why);
+    if (!c->clock)
+        iot_warn("clock: %s; the agents measure over ZeroMQ (wider error bounds)", why);
+    else
+        iot_info("clock: answering the agents' clock exchanges on UDP port %u",
+                 clockserve_port(c->clock));
+}
+
 static int open_socket(struct collector *c)
 {
     c->zctx = zmq_ctx_new();
@@ -1118,6 +1191,7 @@ static int open_socket(struct collector *c)
         iot_err("cannot listen on %s: %s", opt_listen, zmq_strerror(errno));
         return -1;
     }
+    start_clock(c);
     return 0;
 }
 
@@ -1260,6 +1334,7 @@ static int start(struct collector *c)
 
 static int finish(struct collector *c, int rc)
 {
+    clockserve_stop(c->clock);
     http_stop(c->http);
     live_stop(c->live);
     if (c->store && iot_store_close(c->store) < 0)

@@ -24,9 +24,20 @@
 /* An answer later than this is not worth waiting for: its round trip, and
  * so its error bound, would be worse than any sample kept. */
 #define PING_TIMEOUT_NS (1000 * 1000000ll)
+/* A session's first burst waits this long for the collector's CLOCKUDP, so
+ * that its sample is not one over ZeroMQ (a bound ten times as wide, and the
+ * bound over a span is its worst sample's). */
+#define UDP_WAIT_NS (500 * 1000000ll)
 
 static void on_pong(void *ctx, int64_t t1, int64_t t2, int64_t t3, int64_t t4);
 static int udp_ready(struct clocksync *cs);
+
+/* The collector has not yet said whether it has a UDP clock, and the
+ * session is young enough to wait for it. */
+static int udp_pending(const struct clocksync *cs, int64_t now_mono)
+{
+    return cs->ul->clock_port < 0 && now_mono - cs->session_at < UDP_WAIT_NS;
+}
 
 void clocksync_init(struct clocksync *cs, struct uplink *ul, struct spool *sp,
                     struct agent_stats *st, const char *node, const char *peer,
@@ -293,6 +304,7 @@ static void follow_session(struct clocksync *cs, int64_t now_mono)
     if (cs->ul->sessions == cs->session_seen)
         return;
     cs->session_seen = cs->ul->sessions;
+    cs->session_at = now_mono;
     cs->session_answered = 0;
     cs->udp_answered = cs->udp_failed = 0;
     cs->in_burst = cs->waiting = 0;
@@ -308,7 +320,7 @@ void clocksync_tick(struct clocksync *cs, int64_t now_mono)
         cs->in_burst = cs->waiting = 0; /* resumes with the next session */
         return;
     }
-    if (!cs->in_burst && now_mono >= cs->next_burst)
+    if (!cs->in_burst && now_mono >= cs->next_burst && !udp_pending(cs, now_mono))
         start_burst(cs, now_mono);
     if (!cs->in_burst)
         return;
@@ -328,6 +340,8 @@ int64_t clocksync_due(const struct clocksync *cs)
         return INT64_MAX;
     if (cs->ul->sessions != cs->session_seen)
         return 0;
+    if (!cs->in_burst && udp_pending(cs, cs->next_burst))
+        return cs->session_at + UDP_WAIT_NS; /* or CLOCKUDP, which wakes the loop */
     if (!cs->in_burst)
         return cs->next_burst;
     return cs->waiting ? cs->deadline : cs->next_ping;

@@ -41,6 +41,7 @@ struct clocksync {
     uint64_t epoch, seq;
 
     uint64_t session_seen;  /* uplink session the current schedule belongs to */
+    int64_t session_at;     /* monotonic: when it was seen first */
     int session_answered;   /* a PONG arrived in this session */
     int silence_logged;
     int64_t next_burst;     /* monotonic ns */

@@ -7,12 +7,16 @@ time per host): compute1 +3 s and 50 ppm fast, compute2 -2 s, storage1
 mpiio_mix runs as 4 ranks over the compute hosts on the replicate volume;
 a second run has compute2's clock stepped by +1 s while it runs. Checks:
 
-- `--clock`: each host's offset within its error bound (plus 0.5 ms) of the
-  offset that was set, the drift included at the time of its last sample;
-  each error bound below 1 ms on the bridge (the figure is printed);
+- `--clock`: each host's offset within its error bound (plus 2 us, and for
+  the drifting host 100 us for when libfaketime began its drift) of the
+  offset that was set, the drift included at the time of its last sample,
+  and its drift within 1 ppm of the one set;
+  each error bound at most 100 us on the bridge (the figure is printed;
+  the exchanges go over UDP, stamped by the kernel, docs/transport.md);
 - every disk operation with a CallID lies within its call's span (a
-  collective's: its group's) +- the two hosts' error bounds, after
-  alignment; on the hosts' own clocks (--no-align) none does;
+  collective's: its group's) +- the two hosts' error bounds + 50 us (the
+  events' own time stamps under load), after alignment; on the hosts' own
+  clocks (--no-align) none does;
 - after the step, compute2's offset follows it (-1 s) within its bound, and
   its bound shows the step (over 1 ms); how far the stepped job's reads and
   writes lie outside their calls is printed (alignment does not yet cut
@@ -33,7 +37,14 @@ from testlib import check, failures  # noqa: E402
 
 MOUNT = "/mnt/iotrace-test"
 SET = {"compute1": (3.0, 50), "compute2": (-2.0, 0), "storage1": (1.5, 0), "storage2": (-0.7, 0)}
-SLACK_NS = 500_000
+# Beyond the bound a host's offset may differ from the truth by: a little
+# for the rounding of the truth, and for a drifting host what its drift
+# makes of the uncertainty of the instant libfaketime started counting it
+# (clock.t0 is written once the host's shared clock exists: up to about 2 s
+# later under load; 50 ppm x 2 s = 100 us).
+SLACK_NS = 2_000
+T0_UNCERTAINTY_S = 2.0
+EVENT_SLACK_NS = 50_000
 
 
 def t0_of(host):
@@ -54,12 +65,16 @@ def check_offsets(c, truth, stepped=()):
         worst[host] = err
         print(f"{host}: offset {got} ns, set {want:.0f} ns, differs by {got - want:+.0f} ns; "
               f"error bound {err} ns, drift {n['drift_ppm']} ppm, {n['samples']} samples")
-        check(abs(got - want) <= err + SLACK_NS,
-              f"{host}: offset {got} ns, the truth {want:.0f} ns is beyond its bound {err} ns + 0.5 ms")
+        slack = SLACK_NS + ppm * T0_UNCERTAINTY_S * 1000
+        check(abs(got - want) <= err + slack,
+              f"{host}: offset {got} ns, the truth {want:.0f} ns is beyond its bound {err} ns + {slack:.0f} ns")
+        if host not in stepped:
+            drift = float(n["drift_ppm"])
+            check(abs(drift - ppm) <= 1.0, f"{host}: drift {drift} ppm, set {ppm} ppm")
         if host in stepped:
             check(err >= 1_000_000, f"{host}: error bound {err} ns does not show the step")
         else:
-            check(0 < err < 2_000_000, f"{host}: error bound {err} ns, not under 2 ms on the bridge")
+            check(0 < err <= 100_000, f"{host}: error bound {err} ns, over 100 us on the bridge")
     return worst
 
 
@@ -72,8 +87,14 @@ def check_causality(c, job, errs, strict=True):
            c.export("--jsonl", "-", "--job", job, "--no-align").splitlines() if x.strip()]
     rw = ("readv", "writev")
     devs, unknown, calls, hit = deviations(aligned, {job})
+    # The clock bounds (5 to 15 us over UDP) are now finer than the events'
+    # own times on a loaded host: a rank's TSC-to-clock conversion
+    # (clientlib/clock.c) and libfaketime's drift, each process its own,
+    # put 2 of 160 operations 30 us outside in 1 run of 2 beside two busy
+    # loops, on the drifting host. EVENT_SLACK_NS covers that; the excess
+    # is printed.
     e = max(errs[h] for h in errs if h.startswith("compute")) + \
-        max(errs[h] for h in errs if h.startswith("storage"))
+        max(errs[h] for h in errs if h.startswith("storage")) + EVENT_SLACK_NS
     data = [(dev, d) for dev, _, d in devs if d["func"] in rw]
     outside = [(dev, d) for dev, d in data if dev > e]
     later = [d["func"] for dev, _, d in devs if d["func"] not in rw and dev > e]

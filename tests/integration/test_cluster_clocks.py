@@ -88,11 +88,12 @@ def check_causality(c, job, errs, strict=True):
     rw = ("readv", "writev")
     devs, unknown, calls, hit = deviations(aligned, {job})
     # The clock bounds (5 to 15 us over UDP) are now finer than the events'
-    # own times on a loaded host: a rank's TSC-to-clock conversion
-    # (clientlib/clock.c) and libfaketime's drift, each process its own,
-    # put 2 of 160 operations 30 us outside in 1 run of 2 beside two busy
-    # loops, on the drifting host. EVENT_SLACK_NS covers that; the excess
-    # is printed.
+    # own times on a loaded host: 2 of 160 operations were 30 us beyond
+    # them in 1 run of 2 beside two busy loops, calls of a rank on the
+    # drifting host (not yet pinned down: a rank's TSC-to-clock conversion,
+    # clientlib/clock.c, through libfaketime's slower clock_gettime is the
+    # likeliest; the host's processes do share one drift origin). The
+    # excess is printed.
     e = max(errs[h] for h in errs if h.startswith("compute")) + \
         max(errs[h] for h in errs if h.startswith("storage")) + EVENT_SLACK_NS
     data = [(dev, d) for dev, _, d in devs if d["func"] in rw]

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Keys and labels on a cluster (deploy/cluster.sh, docs/cluster.md).
 
-- Every hop of iotrace's own across the bridge (agent -> collector, port
-  5555) is CURVE: tcpdump on the bridge, while mpiio_mix runs with a job
-  name and a directory name of its own, captures that traffic (it must be
-  there: tens of kB) and finds neither name, no function name and no host
-  name of an event in it.
+- Every hop of iotrace's own across the bridge (agent -> collector, TCP
+  5555) is CURVE, and the clock exchanges beside it (UDP 5556) carry
+  times, a key id and a MAC only: tcpdump on the bridge, while mpiio_mix
+  runs with a job name and a directory name of its own, captures that
+  traffic (it must be there: tens of kB, and the clock datagrams) and
+  finds neither name, no function name and no host name of an event in
+  it.
 - An agent on compute1 with compute1's key that claims to be compute2 is
   refused: the collector logs the refusal, and a traced program that
   writes through that agent leaves nothing in the store; the agent's clock
@@ -32,7 +34,7 @@ def capture_hop(c, args):
     pcap = os.path.join(cluster.DIR, "hop.pcap")
     # On the bridge, in its namespace: every packet between the hosts.
     dump = subprocess.Popen(["ip", "netns", "exec", f"{cluster.PREFIX}-net", "tcpdump", "-i", "br0",
-                             "-U", "-s", "0", "-w", pcap, "tcp", "port", "5555"],
+                             "-U", "-s", "0", "-w", pcap, "tcp port 5555 or udp port 5556"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 10
     while not os.path.exists(pcap) and time.time() < deadline:
@@ -50,6 +52,11 @@ def capture_hop(c, args):
     print(f"capture of port 5555 on the bridge: {len(data)} bytes while the job's "
           f"{stored['events']} events were stored")
     check(len(data) > 20000, f"the capture holds {len(data)} bytes: the hop was not seen")
+    # The clock exchanges cross on UDP (times, a key id, a MAC: no name).
+    udp = subprocess.run(["tcpdump", "-nn", "-r", pcap, "udp port 5556"], capture_output=True,
+                         text=True).stdout.splitlines()
+    print(f"of which {len(udp)} clock datagrams (UDP 5556)")
+    check(len(udp) >= 32, f"only {len(udp)} clock datagrams on UDP 5556 in the capture")
     for word in (NAME, SUBDIR, "MPI_File_write_at", "mpiio_mix", "compute1", "storage1"):
         check(word.encode() not in data, f"'{word}' in clear on the agent-collector hop")
     # The names did reach the store, through the hop.

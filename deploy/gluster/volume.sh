@@ -11,7 +11,7 @@ usage: volume.sh start --type distribute|replica|disperse --dir WORKDIR --mount 
                        [--bricks N] [--name NAME] [--xlator-dir DIR]
                        [--no-client-hook] [--client-hook-at bricks|top] [--no-server-hook]
                        [--agent ENDPOINT] [--registry NAME] [--base-port PORT]
-                       [--direct-io on|off] [--log-level LEVEL] [--hook-log-level LEVEL]
+                       [--direct-io on|off] [--post-op-delay SEC] [--log-level LEVEL] [--hook-log-level LEVEL]
                        [--timeout SEC] [--fresh]
                        [--brick-hosts ADDR,ADDR,...] [--allow PATTERN] [--only brick:I|client]
        volume.sh stop --dir WORKDIR
@@ -38,6 +38,10 @@ start  creates WORKDIR/{bricks,vol,log,run}, starts the bricks, mounts the
                           the next free ones on 127.0.0.1
          --direct-io on   (default) every read and write goes to GlusterFS as
                           the application issued it (no kernel page cache)
+         --post-op-delay SEC   replica: how long AFR keeps a write's eager
+                          lock and changelog open for the next one (default 1,
+                          glusterd's); a second client writing the same file
+                          waits that long for the lock
          --log-level L    of the bricks and the client (default INFO)
          --hook-log-level L   of the iotrace translators alone; DEBUG makes
                           iotrace-server log every disk operation it records
@@ -348,7 +352,8 @@ EOF
             members=${members# }
             if [ "$TYPE" = replica ]; then
                 fill cluster-replicate.vol.in NAME="$NAME-replicate-$s" CHILDREN="$members" \
-                    CHILDREN_COMMA="$(echo "$members" | sed 's/-iotrace//g' | tr ' ' ',')" >>"$WORKDIR/vol/client.vol"
+                    CHILDREN_COMMA="$(echo "$members" | sed 's/-iotrace//g' | tr ' ' ',')" \
+                    POST_OP_DELAY="$POST_OP_DELAY" >>"$WORKDIR/vol/client.vol"
                 sets="$sets $NAME-replicate-$s"
             else
                 fill cluster-disperse.vol.in NAME="$NAME-disperse-$s" CHILDREN="$members" \
@@ -451,6 +456,7 @@ start | stop | status) ;;
 esac
 TYPE="" NBRICKS="" WORKDIR="" MNT="" NAME=iotrace XLATOR_DIR="" AGENT="" REGISTRY=""
 CLIENT_HOOK=yes CLIENT_HOOK_AT=bricks SERVER_HOOK=yes BASE_PORT=49400 DIRECT_IO=on LOG_LEVEL=INFO HOOK_LOG_LEVEL="" TIMEOUT=30 FRESH=no
+POST_OP_DELAY=1
 BRICK_HOSTS="" ALLOW=127.0.0.1 ONLY=""
 while [ $# -gt 0 ]; do
     case $1 in
@@ -468,6 +474,7 @@ while [ $# -gt 0 ]; do
     --registry) REGISTRY=$2; shift 2 ;;
     --base-port) BASE_PORT=$2; shift 2 ;;
     --direct-io) DIRECT_IO=$2; shift 2 ;;
+    --post-op-delay) POST_OP_DELAY=$2; shift 2 ;;
     --log-level) LOG_LEVEL=$2; shift 2 ;;
     --hook-log-level) HOOK_LOG_LEVEL=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
@@ -484,6 +491,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$WORKDIR" ] || die "--dir is required"
 case $DIRECT_IO in on | off) ;; *) die "--direct-io takes on or off" ;; esac
+case $POST_OP_DELAY in '' | *[!0-9]*) die "--post-op-delay takes whole seconds" ;; esac
 case $CLIENT_HOOK_AT in top | bricks) ;; *) die "--client-hook-at takes top or bricks" ;; esac
 case $HOOK_LOG_LEVEL in "" | TRACE | DEBUG | INFO | WARNING | ERROR | CRITICAL | NONE) ;;
 *) die "--hook-log-level takes TRACE, DEBUG, INFO, WARNING, ERROR, CRITICAL or NONE" ;;

@@ -203,18 +203,11 @@ static int udp_ready(struct clocksync *cs)
         close(cs->udp_fd);
     cs->udp_fd = -1;
     cs->udp_port = port;
-    const char *hp = strncmp(cs->peer, "tcp://", 6) == 0 ? cs->peer + 6 : NULL;
-    const char *colon = hp ? strrchr(hp, ':') : NULL;
     char host[256], service[16];
-    if (!colon || (size_t)(colon - hp) >= sizeof host) {
+    unsigned long ignored;
+    if (iot_clockudp_tcp_endpoint(cs->peer, host, sizeof host, &ignored) < 0) {
         cs->udp_failed = 1;
         return -1;
-    }
-    memcpy(host, hp, (size_t)(colon - hp));
-    host[colon - hp] = '\0';
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        memmove(host, host + 1, strlen(host));
-        host[strlen(host) - 1] = '\0';
     }
     snprintf(service, sizeof service, "%d", port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM,

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -123,4 +124,22 @@ long iot_clockudp_recv(int fd, uint8_t *buf, size_t cap, int64_t *at_ns,
         }
     errno = ENOMSG;
     return -1;
+}
+
+int iot_clockudp_tcp_endpoint(const char *endpoint, char *host, size_t hostlen,
+                              unsigned long *port)
+{
+    const char *hp = strncmp(endpoint, "tcp://", 6) == 0 ? endpoint + 6 : NULL;
+    const char *colon = hp ? strrchr(hp, ':') : NULL;
+    if (!colon || (size_t)(colon - hp) >= hostlen)
+        return -1;
+    memcpy(host, hp, (size_t)(colon - hp));
+    host[colon - hp] = '\0';
+    size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = '\0';
+    }
+    *port = strtoul(colon + 1, NULL, 10);
+    return 0;
 }

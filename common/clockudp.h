@@ -57,6 +57,12 @@ int iot_clockudp_socket(int family);
 long iot_clockudp_recv(int fd, uint8_t *buf, size_t cap, int64_t *at_ns,
                        struct sockaddr *from, socklen_t *fromlen);
 
+/* HOST and PORT of a ZeroMQ endpoint tcp://HOST:PORT (an IPv6 HOST
+ * without its brackets): 0, or -1 when it is not one (another transport,
+ * a host longer than hostlen). */
+int iot_clockudp_tcp_endpoint(const char *endpoint, char *host, size_t hostlen,
+                              unsigned long *port);
+
 /* This process's CLOCK_REALTIME minus the kernel's.  0 but for an
  * interposer such as libfaketime (the kernel's stamps are in the kernel's
  * clock, the other two times of an exchange in the process's). */

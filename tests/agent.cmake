@@ -101,3 +101,9 @@ if(TARGET iotrace-collector)
   set_tests_properties(agent.hostile_user PROPERTIES TIMEOUT 300 LABELS agent SKIP_RETURN_CODE 77
                        ENVIRONMENT "LSAN_OPTIONS=suppressions=${IOTRACE_TEST_DIR}/tools/lsan.supp")
 endif()
+
+# The clock datagrams: MAC, lengths, the kernel's receive time, endpoints.
+add_executable(test_clockudp ${IOTRACE_TEST_DIR}/unit/test_clockudp.c)
+target_link_libraries(test_clockudp PRIVATE iotrace-clockudp PkgConfig::CMOCKA)
+add_test(NAME agent.clockudp COMMAND test_clockudp)
+set_tests_properties(agent.clockudp PROPERTIES TIMEOUT 60 LABELS agent)

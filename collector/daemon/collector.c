@@ -1145,22 +1145,13 @@ static void start_clock(struct collector *c)
 {
     char host[256];
     unsigned long tcp_port = 0;
-    const char *hp = strncmp(opt_listen, "tcp://", 6) == 0 ? opt_listen + 6 : NULL;
-    const char *colon = hp ? strrchr(hp, ':') : NULL;
     if (opt_clock_port == 0)
         return;
-    if (!colon || (size_t)(colon - hp) >= sizeof host) {
+    if (iot_clockudp_tcp_endpoint(opt_listen, host, sizeof host, &tcp_port) < 0) {
         iot_info("clock: no UDP clock beside %s (not tcp://HOST:PORT): the agents measure over "
                  "ZeroMQ", opt_listen);
         return;
     }
-    memcpy(host, hp, (size_t)(colon - hp));
-    host[colon - hp] = '\0';
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') { /* [v6] */
-        memmove(host, host + 1, strlen(host));
-        host[strlen(host) - 1] = '\0';
-    }
-    tcp_port = strtoul(colon + 1, NULL, 10);
     unsigned port = opt_clock_port > 0 ? (unsigned)opt_clock_port : (unsigned)(tcp_port + 1);
     char why[256];
     c->clock = clockserve_start(host, port, why, sizeof why);

@@ -98,7 +98,7 @@ def main():
                             capture_output=True, text=True).stdout.strip()
     users = os.path.join(tmp, "users")
     with open(users, "w") as f:
-        f.write(f"# iotrace dashboard users\nalice:{hashed}\n")
+        f.write(f"# iotrace dashboard users\nalice:{hashed}:admin\ncarol:{hashed}:65534\n")
 
     # Option errors.
     port = free_port()
@@ -117,6 +117,15 @@ def main():
     r = run(["--store", store, "--listen", f"tcp://127.0.0.1:{free_port()}",
              "--http", f"127.0.0.1:{port}", "--http-users", bad])
     check(r.returncode == 1 and "bad-users:1" in r.stderr, f"malformed users file: {r.returncode} {r.stderr}")
+    # A user the file gives no uid to, without a local account of its name:
+    # refused, not shown every job.
+    for line, want in ((f"nosuchlocalaccount:{hashed}", "has no local account"),
+                       (f"alice:{hashed}:root", "neither a uid nor 'admin'")):
+        with open(bad, "w") as f:
+            f.write(line + "\n")
+        r = run(["--store", store, "--listen", f"tcp://127.0.0.1:{free_port()}",
+                 "--http", f"127.0.0.1:{port}", "--http-users", bad])
+        check(r.returncode == 1 and want in r.stderr, f"users file '{line[:20]}...': {r.returncode} {r.stderr}")
 
     # The server itself.
     log = open(os.path.join(tmp, "collector.log"), "w")
@@ -145,6 +154,15 @@ def main():
         check(status == 200 and json.loads(body) == {"jobs": []}, f"jobs with credentials: {status} {body!r}")
         status, body = request(base + "/metrics", ctx, "alice", "s3cret")
         check(status == 200 and b"iotrace_collector_batches_total" in body, f"metrics: {status}")
+        # Who asks, as the collector sees it.
+        status, body = request(base + "/api/v1/status", ctx, "carol", "s3cret")
+        viewer = json.loads(body).get("viewer") if status == 200 else None
+        check(viewer and viewer["user"] == "carol" and viewer["uid"] == 65534,
+              f"carol's status: {status} {viewer}")
+        status, body = request(base + "/api/v1/status", ctx, "alice", "s3cret")
+        viewer = json.loads(body).get("viewer") if status == 200 else None
+        check(viewer and viewer["user"] == "alice" and viewer["uid"] is None and "admin" in viewer["sees"],
+              f"alice's status: {status} {viewer}")
         status, body = request(base + "/api/v1/jobs/nope/stats", ctx, "alice", "s3cret")
         check(status == 404 and json.loads(body)["status"] == 404, f"unknown job: {status} {body!r}")
         # Plain HTTP on the HTTPS port gets no answer.

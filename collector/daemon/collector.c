@@ -98,7 +98,8 @@ static const struct iot_opt options[] = {
      "serve the dashboard, the JSON API and /metrics here (default 127.0.0.1:8080); an "
      "address beyond loopback needs --http-users"},
     {"http-users", 0, IOT_OPT_STRING, &opt_http_users, "FILE",
-     "require HTTP basic authentication: lines USER:HASH, HASH from crypt(3)"},
+     "require HTTP basic authentication: lines USER:HASH[:ROLE], HASH from crypt(3), ROLE "
+     "admin (every job) or the uid whose jobs USER sees (default: its local account's)"},
     {"http-cert", 0, IOT_OPT_STRING, &opt_http_cert, "FILE",
      "serve HTTPS with this PEM certificate (with --http-key)"},
     {"http-key", 0, IOT_OPT_STRING, &opt_http_key, "FILE", "PEM private key for --http-cert"},

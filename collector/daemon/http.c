@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <crypt.h>
+#include <ctype.h>
+#include <pwd.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -33,6 +35,8 @@
 struct user {
     char name[64];
     char hash[256];
+    int admin;    /* sees every job */
+    uint32_t uid; /* else the jobs of this uid alone */
 };
 
 struct http {
@@ -240,6 +244,7 @@ static enum MHD_Result download(struct http *h, struct MHD_Connection *c, const 
 
 struct sse {
     struct live *live;
+    struct http_site site; /* as the request that opened it was answered */
     char *job;
     uint64_t seq;
     uint64_t series_cursor; /* what this stream has sent of the job's series */
@@ -266,7 +271,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
         }
         s->first = 0;
         s->sent_ns = iot_mono_ns();
-        if (!(s->buf = http_events_message(s->live, s->job, &s->series_cursor)))
+        if (!(s->buf = http_events_message(&s->site, s->job, &s->series_cursor)))
             return MHD_CONTENT_READER_END_WITH_ERROR;
         s->len = strlen(s->buf);
         s->pos = 0;
@@ -286,7 +291,8 @@ static void sse_free(void *cls)
 }
 
 /* Takes the job. */
-static enum MHD_Result events(struct http *h, struct MHD_Connection *c, struct http_reply *r)
+static enum MHD_Result events(struct http *h, struct MHD_Connection *c, struct http_reply *r,
+                              const struct http_site *site)
 {
     struct sse *s = calloc(1, sizeof *s);
     if (!s)
@@ -294,6 +300,7 @@ static enum MHD_Result events(struct http *h, struct MHD_Connection *c, struct h
     s->job = r->job;
     r->job = NULL;
     s->live = h->live;
+    s->site = *site;
     s->first = 1;
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, sse_read, s, sse_free);
@@ -307,7 +314,7 @@ static enum MHD_Result events(struct http *h, struct MHD_Connection *c, struct h
 /* ---- requests ------------------------------------------------------------------ */
 
 static enum MHD_Result send_reply(struct http *h, struct MHD_Connection *c, const char *user,
-                                  struct http_reply *r)
+                                  struct http_reply *r, const struct http_site *site)
 {
     switch (r->kind) {
     case HTTP_REPLY_FILE:
@@ -315,7 +322,7 @@ static enum MHD_Result send_reply(struct http *h, struct MHD_Connection *c, cons
     case HTTP_REPLY_DOWNLOAD:
         return download(h, c, user, r->job, r->format);
     case HTTP_REPLY_EVENTS:
-        return events(h, c, r);
+        return events(h, c, r, site);
     case HTTP_REPLY_BODY:
         break;
     }
@@ -323,8 +330,8 @@ static enum MHD_Result send_reply(struct http *h, struct MHD_Connection *c, cons
 }
 
 /* Whether the request may be served; *user is the HTTP user it
- * authenticated as (a name of the password file), or NULL without one. */
-static int authorised(struct http *h, struct MHD_Connection *c, const char **user_out)
+ * authenticated as (an entry of the password file), or NULL without one. */
+static int authorised(struct http *h, struct MHD_Connection *c, const struct user **user_out)
 {
     *user_out = NULL;
     if (!h->n_users)
@@ -340,7 +347,7 @@ static int authorised(struct http *h, struct MHD_Connection *c, const char **use
         const char *out = crypt_r(pass, h->users[i].hash, &cd);
         ok = out && out[0] != '*' && strcmp(out, h->users[i].hash) == 0;
         if (ok)
-            *user_out = h->users[i].name;
+            *user_out = &h->users[i];
     }
     MHD_free(user);
     MHD_free(pass);
@@ -426,7 +433,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct guarded *g = guarded_of(c);
     if (g)
         http_guard_request(h->guard, g);
-    const char *user;
+    const struct user *user;
     if (!authorised(h, c, &user)) {
         const char *page = "{\"error\":\"authentication required\",\"status\":401}";
         struct MHD_Response *r = MHD_create_response_from_buffer(
@@ -435,17 +442,50 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         MHD_destroy_response(r);
         return rc;
     }
+    /* The site as this user sees it (http_api.h, "Who asks"). */
+    struct http_site site = h->site;
+    if (user) {
+        site.user = user->name;
+        site.restricted = !user->admin;
+        site.uid = user->uid;
+    }
     struct http_reply r;
-    if (http_route(&h->site, method, q->target, &r) < 0) {
+    if (http_route(&site, method, q->target, &r) < 0) {
         http_reply_free(&r);
         return MHD_NO;
     }
-    enum MHD_Result rc = send_reply(h, c, user, &r);
+    enum MHD_Result rc = send_reply(h, c, user ? user->name : NULL, &r, &site);
     http_reply_free(&r);
     return rc;
 }
 
 /* ---- start and stop --------------------------------------------------------------- */
+
+/* The third field: "admin" (every job), a uid, or, when there is none, the
+ * uid of the local account of the same name: an HTTP user sees the jobs of
+ * one uid unless the file makes it an admin. */
+static int user_role(struct user *u, const char *role)
+{
+    if (role && !strcmp(role, "admin")) {
+        u->admin = 1;
+        return 0;
+    }
+    if (role && *role) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(role, &end, 10);
+        if (!isdigit((unsigned char)role[0]) || *end || errno || v > UINT32_MAX - 1)
+            return -1;
+        u->uid = (uint32_t)v;
+        return 0;
+    }
+    struct passwd pw, *found = NULL;
+    char buf[4096];
+    if (getpwnam_r(u->name, &pw, buf, sizeof buf, &found) != 0 || !found)
+        return -1;
+    u->uid = (uint32_t)found->pw_uid;
+    return 0;
+}
 
 static int load_users(struct http *h, char *err, size_t errlen)
 {
@@ -462,17 +502,30 @@ static int load_users(struct http *h, char *err, size_t errlen)
         if (!line[0] || line[0] == '#')
             continue;
         char *colon = strchr(line, ':');
+        char *role = colon ? strchr(colon + 1, ':') : NULL;
+        if (role)
+            *role++ = '\0';
         if (!colon || colon == line || !colon[1] || colon[1] != '$' || h->n_users == MAX_USERS ||
             (size_t)(colon - line) >= sizeof h->users[0].name ||
             strlen(colon + 1) >= sizeof h->users[0].hash) {
-            snprintf(err, errlen, "%s:%d: expected USER:HASH, HASH from crypt(3) (for example "
-                     "mkpasswd -m yescrypt), at most %d users", h->cfg.users_file, n, MAX_USERS);
+            snprintf(err, errlen, "%s:%d: expected USER:HASH[:UID|admin], HASH from crypt(3) (for "
+                     "example mkpasswd -m yescrypt), at most %d users", h->cfg.users_file, n,
+                     MAX_USERS);
             rc = -1;
             break;
         }
         *colon = '\0';
-        memcpy(h->users[h->n_users].name, line, (size_t)(colon - line) + 1);
-        memcpy(h->users[h->n_users].hash, colon + 1, strlen(colon + 1) + 1);
+        struct user *u = &h->users[h->n_users];
+        memcpy(u->name, line, (size_t)(colon - line) + 1);
+        memcpy(u->hash, colon + 1, strlen(colon + 1) + 1);
+        if (user_role(u, role) < 0) {
+            snprintf(err, errlen, "%s:%d: user '%s' %s", h->cfg.users_file, n, u->name,
+                     role && *role ? "has a role that is neither a uid nor 'admin'"
+                                   : "has no local account: give the uid whose jobs it may see, "
+                                     "or admin, as a third field (USER:HASH:UID)");
+            rc = -1;
+            break;
+        }
         h->n_users++;
     }
     fclose(f);

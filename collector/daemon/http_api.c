@@ -216,6 +216,37 @@ static int cursor_arg(const struct target *t, uint64_t *out)
     return 0;
 }
 
+/* ---- who asks ---------------------------------------------------------------- */
+
+static int64_t only_uid(const struct http_site *site)
+{
+    return site->restricted ? (int64_t)site->uid : LIVE_ANY_UID;
+}
+
+/* A job exists for this request: it is known, and the request may see all
+ * jobs or this one is its user's.  Another user's job is answered exactly
+ * as one that does not exist, so that its name is not confirmed. */
+static int may_see(const struct http_site *site, const char *job)
+{
+    int known;
+    int64_t owner = live_job_owner(site->live, job, &known);
+    return known && (!site->restricted || owner == (int64_t)site->uid);
+}
+
+static json_t *viewer_json(const struct http_site *site)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "user", site->user ? iot_json_text(site->user) : json_null());
+    json_object_set_new(o, "uid", site->restricted ? json_integer(site->uid) : json_null());
+    json_object_set_new(o, "sees",
+                        json_string(site->restricted ? "the jobs of its uid"
+                                    : site->user   ? "every job (admin)"
+                                                   : "every job, without file paths: anonymous, "
+                                                     "on loopback only (--http-users)"));
+    json_object_set_new(o, "paths", json_boolean(!site->hide_paths));
+    return o;
+}
+
 /* ---- routes ----------------------------------------------------------------- */
 
 static const char *mime_of(const char *name)
@@ -324,6 +355,8 @@ static int job_route(const struct http_site *site, const struct target *t, const
     int rest = t->n_seg - first, status = 200;
     if (!job[0] || rest < 1 || rest > 2)
         return http_reply_error(r, 404, "no such resource: %.*s", t->raw_len, t->raw_path);
+    if (site->restricted && !may_see(site, job))
+        return http_reply_error(r, 404, "no job '%s'", job);
     if (rest == 2) {
         if (!is(t, first, "download"))
             return http_reply_error(r, 404, "no such resource: %.*s", t->raw_len, t->raw_path);
@@ -369,15 +402,20 @@ static int jobs_list(const struct http_site *site, const struct target *t, struc
         if (!isdigit((unsigned char)limit[0]) || *end || errno || n == 0)
             return http_reply_error(r, 400, "limit is a number of jobs, at least 1");
     }
-    return reply_json(r, 200, live_jobs_json(site->live, states, 0, (size_t)n));
+    return reply_json(r, 200, live_jobs_json(site->live, states, 0, (size_t)n, only_uid(site)));
 }
 
 /* A job not known yet is no error: a page opened on a job about to start
  * waits on the stream until the job's first batch is analysed. */
 static int events(const struct http_site *site, const struct target *t, struct http_reply *r)
 {
-    (void)site;
     const char *job = arg(t, "job");
+    /* Another user's job is not waited for: for this request it never
+     * comes. */
+    int known = 0;
+    int64_t owner = job && site->restricted ? live_job_owner(site->live, job, &known) : -1;
+    if (known && owner != (int64_t)site->uid)
+        return http_reply_error(r, 404, "no job '%s'", job);
     r->kind = HTTP_REPLY_EVENTS;
     r->status = 200;
     r->type = "text/event-stream";
@@ -394,8 +432,12 @@ static int api(const struct http_site *site, const struct target *t, struct http
             return jobs_list(site, t, r);
         if (is(t, 2, "nodes"))
             return reply_json(r, 200, live_nodes_json(l));
-        if (is(t, 2, "status"))
-            return reply_json(r, 200, live_status_json(l));
+        if (is(t, 2, "status")) {
+            json_t *st = live_status_json(l);
+            if (st)
+                json_object_set_new(st, "viewer", viewer_json(site));
+            return reply_json(r, 200, st);
+        }
         if (is(t, 2, "events"))
             return events(site, t, r);
     }
@@ -416,7 +458,7 @@ int http_route(const struct http_site *site, const char *method, const char *tar
         rc = http_reply_error(r, 400, "bad request target (a broken %%-escape or %%00?)");
     else if (rc == 0 && t.n_seg == 1 && is(&t, 0, "metrics"))
         rc = reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
-                        live_metrics(site->live));
+                        live_metrics(site->live, only_uid(site)));
     else if (rc == 0 && is(&t, 0, "api"))
         rc = api(site, &t, r);
     else if (rc == 0)
@@ -427,13 +469,19 @@ int http_route(const struct http_site *site, const char *method, const char *tar
 
 /* ---- Server-Sent Events ------------------------------------------------------ */
 
-char *http_events_message(struct live *l, const char *job, uint64_t *series_cursor)
+char *http_events_message(const struct http_site *site, const char *job,
+                          uint64_t *series_cursor)
 {
+    struct live *l = site->live;
     json_t *o = json_object();
     if (!o)
         return NULL;
     json_object_set_new(o, "status", live_status_json(l));
-    json_t *jobs = live_jobs_json(l, LIVE_ALL, SSE_FINISHED_JOBS, 0);
+    json_t *jobs = live_jobs_json(l, LIVE_ALL, SSE_FINISHED_JOBS, 0, only_uid(site));
+    /* A job that is another user's is no job of this stream's (it may have
+     * started after the stream did). */
+    if (job && site->restricted && !may_see(site, job))
+        job = NULL;
     json_object_set(o, "jobs", json_object_get(jobs, "jobs"));
     json_decref(jobs);
     json_t *nodes = live_nodes_json(l);

@@ -8,6 +8,8 @@
 #ifndef IOT_DAEMON_HTTP_API_H
 #define IOT_DAEMON_HTTP_API_H
 
+#include <stdint.h>
+
 #include "live.h"
 
 struct http_site {
@@ -18,6 +20,13 @@ struct http_site {
      * --http-users): no file paths, which would show any local user the
      * paths of every other user's jobs (docs/http-api.md, Access). */
     int hide_paths;
+    /* Who asks (http.c sets it per request): with `restricted`, only the
+     * jobs of `uid` exist for the request (another's is a 404, as one that
+     * does not exist); without, every job (an admin, or anonymous on
+     * loopback).  `user` is the HTTP user, NULL for anonymous. */
+    int restricted;
+    uint32_t uid;
+    const char *user;
 };
 
 enum http_reply_kind {
@@ -51,6 +60,7 @@ int http_reply_error(struct http_reply *r, unsigned status, const char *fmt, ...
  * out of memory.  With a job, *series_cursor is the stream's: 0 before its
  * first message, which has the whole series; each message moves it on and
  * has only the rows that changed since the one before. */
-char *http_events_message(struct live *l, const char *job, uint64_t *series_cursor);
+char *http_events_message(const struct http_site *site, const char *job,
+                          uint64_t *series_cursor);
 
 #endif

@@ -51,7 +51,14 @@ uint64_t live_wait_update(struct live *l, uint64_t seen, int timeout_ms);
  * asked for, at most finished_limit finished ones and limit in all (0: no
  * limit). */
 enum { LIVE_RUNNING = 1, LIVE_FINISHED = 2, LIVE_ALL = 3 };
-json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, size_t limit);
+/* only_uid: the jobs of that uid alone (a job whose owner is not known is
+ * nobody's), or LIVE_ANY_UID for every job. */
+#define LIVE_ANY_UID (-1)
+json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, size_t limit,
+                       int64_t only_uid);
+/* The uid the job belongs to, -1 when not known; *known 0 when there is no
+ * such job. */
+int64_t live_job_owner(struct live *l, const char *job, int *known);
 json_t *live_nodes_json(struct live *l);
 json_t *live_status_json(struct live *l);
 /* The job's statistics: exactly iotrace-export --stats --format json --job. */
@@ -66,7 +73,8 @@ int live_job_known(struct live *l, const char *job);
 /* The job's line of the job list, or JSON null while it is not known. */
 json_t *live_job_json(struct live *l, const char *job);
 
-/* Prometheus text exposition of the daemon (collector, agents, jobs). */
-char *live_metrics(struct live *l);
+/* Prometheus text exposition of the daemon (collector, agents, jobs): the
+ * jobs' series of only_uid's jobs, or every job's (LIVE_ANY_UID). */
+char *live_metrics(struct live *l, int64_t only_uid);
 
 #endif

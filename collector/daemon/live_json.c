@@ -98,13 +98,19 @@ static void keep_latest(struct ljob **h, size_t *n, size_t k, struct ljob *j)
     h[i] = j;
 }
 
-json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, size_t limit)
+static int visible(struct live *l, const struct ljob *j, int64_t only_uid)
+{
+    return only_uid == LIVE_ANY_UID || xp_job_owner(&l->d, j->job) == only_uid;
+}
+
+json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, size_t limit,
+                       int64_t only_uid)
 {
     json_t *jobs = json_array();
     size_t n = 0;
     pthread_mutex_lock(&l->lock);
     for (size_t i = 1; i < l->n_jobs && (states & LIVE_RUNNING) && (!limit || n < limit); i++)
-        if (l->jobs[i] && !l->jobs[i]->finished) {
+        if (l->jobs[i] && !l->jobs[i]->finished && visible(l, l->jobs[i], only_uid)) {
             json_array_append_new(jobs, job_summary(l, l->jobs[i]));
             n++;
         }
@@ -125,7 +131,7 @@ json_t *live_jobs_json(struct live *l, unsigned states, size_t finished_limit, s
     }
     size_t n_done = 0;
     for (size_t i = 1; done && i < l->n_jobs; i++)
-        if (l->jobs[i] && l->jobs[i]->finished)
+        if (l->jobs[i] && l->jobs[i]->finished && visible(l, l->jobs[i], only_uid))
             keep_latest(done, &n_done, k, l->jobs[i]);
     if (n_done)
         qsort(done, n_done, sizeof *done, by_recent);
@@ -145,6 +151,16 @@ json_t *live_job_json(struct live *l, const char *job)
     json_t *o = id ? job_summary(l, l->jobs[id]) : json_null();
     pthread_mutex_unlock(&l->lock);
     return o;
+}
+
+int64_t live_job_owner(struct live *l, const char *job, int *known)
+{
+    pthread_mutex_lock(&l->lock);
+    uint32_t id = find_job(l, job);
+    int64_t uid = id ? xp_job_owner(&l->d, l->jobs[id]->job) : -1;
+    pthread_mutex_unlock(&l->lock);
+    *known = id != 0;
+    return uid;
 }
 
 int live_job_known(struct live *l, const char *job)

@@ -214,7 +214,7 @@ static void agent_metrics(struct buf *b, struct live *l, const struct ingest_age
 /* Per-job series: calls and bytes by function and direction, disk
  * operations and bytes by server, drops, unmatched.  A finished job's
  * series leave with its figures (keep time). */
-static void job_metrics(struct buf *b, struct live *l)
+static void job_metrics(struct buf *b, struct live *l, int64_t only_uid)
 {
     static const struct {
         const char *name, *type, *help;
@@ -234,7 +234,8 @@ static void job_metrics(struct buf *b, struct live *l)
         family(b, fam[f].name, fam[f].type, fam[f].help);
         for (size_t i = 1; i < l->n_jobs; i++) {
             struct ljob *j = l->jobs[i];
-            if (!j || j->forgotten)
+            if (!j || j->forgotten ||
+                (only_uid != LIVE_ANY_UID && xp_job_owner(&l->d, j->job) != only_uid))
                 continue;
             const struct iot_an_job *st = i < l->pipe.an.stats.n_job ? l->pipe.an.stats.job[i] : NULL;
             label(xp_string(&l->d.jobs, (uint32_t)i), job, sizeof job);
@@ -287,7 +288,7 @@ static void job_metrics(struct buf *b, struct live *l)
     }
 }
 
-char *live_metrics(struct live *l)
+char *live_metrics(struct live *l, int64_t only_uid)
 {
     struct ingest_view *v = l->ingest;
     struct ingest_agent *agents = malloc(sizeof v->agents);
@@ -332,7 +333,7 @@ char *live_metrics(struct live *l)
     put(&b, "iotrace_analysis_newest_batch_timestamp_seconds %.3f\n",
         (double)l->newest_arrival_ns / 1e9);
     agent_metrics(&b, l, agents, n);
-    job_metrics(&b, l);
+    job_metrics(&b, l, only_uid);
     pthread_mutex_unlock(&l->lock);
     free(agents);
     if (b.failed) {

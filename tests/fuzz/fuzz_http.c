@@ -78,7 +78,7 @@ static void check(const struct http_reply *r)
     case HTTP_REPLY_EVENTS: {
         /* A job not known yet is waited for: its messages say null. */
         uint64_t cursor = 0;
-        char *msg = http_events_message(site.live, r->job, &cursor);
+        char *msg = http_events_message(&site, r->job, &cursor);
         size_t n = msg ? strlen(msg) : 0;
         if (n < 8 || strncmp(msg, "data: ", 6) != 0 || strcmp(msg + n - 2, "\n\n") != 0)
             abort();

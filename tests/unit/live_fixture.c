@@ -32,7 +32,7 @@ static void copy_segment(const char *from)
 
 static int settled(struct live *l, size_t jobs)
 {
-    json_t *doc = live_jobs_json(l, LIVE_ALL, 0, 0);
+    json_t *doc = live_jobs_json(l, LIVE_ALL, 0, 0, LIVE_ANY_UID);
     json_t *list = json_object_get(doc, "jobs"), *j;
     size_t i;
     int done = json_array_size(list) == jobs;

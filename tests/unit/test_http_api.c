@@ -230,7 +230,7 @@ static void test_documents(void **state)
     assert_non_null(strstr(r.type, "version=0.0.4"));
     http_reply_free(&r);
     uint64_t cursor = 0;
-    char *msg = http_events_message(site.live, "jobS", &cursor);
+    char *msg = http_events_message(&site, "jobS", &cursor);
     assert_non_null(msg);
     assert_memory_equal(msg, "data: {", 7);
     assert_non_null(strstr(msg, "\"series\""));
@@ -249,7 +249,7 @@ static void test_events_of_unknown_job(void **state)
     assert_string_equal(r.job, "nojob");
     http_reply_free(&r);
     uint64_t cursor = 0;
-    char *msg = http_events_message(site.live, "nojob", &cursor);
+    char *msg = http_events_message(&site, "nojob", &cursor);
     assert_non_null(msg);
     assert_non_null(strstr(msg, "\"job\":null"));
     assert_null(strstr(msg, "\"series\""));
@@ -308,9 +308,9 @@ static void test_cursors(void **state)
     json_decref(series);
     /* The event stream: the whole series first, then only what changed. */
     uint64_t c = 0;
-    char *first = http_events_message(site.live, "jobS", &c), *next;
+    char *first = http_events_message(&site, "jobS", &c), *next;
     assert_true(c > 0);
-    next = http_events_message(site.live, "jobS", &c);
+    next = http_events_message(&site, "jobS", &c);
     assert_non_null(strstr(first, "\"seconds\":[{"));
     assert_non_null(strstr(next, "\"seconds\":[]"));
     free(first);
@@ -381,6 +381,59 @@ static void test_hidden_paths(void **state)
     site.hide_paths = 0;
 }
 
+/* A user restricted to a uid sees only that uid's jobs: here none (the
+ * store's jobs belong to no known uid), and each of them is a 404 naming
+ * nothing more than the request did, on every route, as a job that does
+ * not exist; an admin sees them all. */
+static void test_own_jobs_only(void **state)
+{
+    (void)state;
+    site.restricted = 1;
+    site.uid = 65534;
+    site.user = "bob";
+    json_t *doc = get_json("/api/v1/jobs", 200, NULL);
+    assert_int_equal(json_array_size(json_object_get(doc, "jobs")), 0);
+    json_decref(doc);
+    static const char *const routes[] = {"stats", "timeline", "series", "download/stats",
+                                         "download/jsonl"};
+    char target[128];
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        snprintf(target, sizeof target, "/api/v1/jobs/jobS/%s", routes[i]);
+        expect_error(target, 404, "no job 'jobS'");
+        snprintf(target, sizeof target, "/api/v1/jobs/nosuchjob/%s", routes[i]);
+        expect_error(target, 404, "no job 'nosuchjob'");
+    }
+    expect_error("/api/v1/events?job=jobS", 404, "no job 'jobS'");
+    uint64_t cursor = 0;
+    char *msg = http_events_message(&site, "jobS", &cursor);
+    assert_non_null(msg);
+    assert_null(strstr(msg, "jobS"));
+    free(msg);
+    struct http_reply r;
+    get("GET", "/metrics", 200, &r);
+    assert_null(strstr(r.body, "job_id=\"jobS\""));
+    assert_non_null(strstr(r.body, "iotrace_analysis_events_total"));
+    http_reply_free(&r);
+    doc = get_json("/api/v1/status", 200, NULL);
+    json_t *v = json_object_get(doc, "viewer");
+    assert_string_equal(json_string_value(json_object_get(v, "user")), "bob");
+    assert_int_equal(json_integer_value(json_object_get(v, "uid")), 65534);
+    json_decref(doc);
+
+    site.restricted = 0;
+    site.user = "admin";
+    doc = get_json("/api/v1/jobs", 200, NULL);
+    assert_int_equal(json_array_size(json_object_get(doc, "jobs")), 3);
+    json_decref(doc);
+    get("GET", "/metrics", 200, &r);
+    assert_non_null(strstr(r.body, "job_id=\"jobS\""));
+    http_reply_free(&r);
+    doc = get_json("/api/v1/status", 200, NULL);
+    assert_true(json_is_null(json_object_get(json_object_get(doc, "viewer"), "uid")));
+    json_decref(doc);
+    site.user = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_static_files),
         cmocka_unit_test(test_documents),
         cmocka_unit_test(test_hidden_paths),
+        cmocka_unit_test(test_own_jobs_only),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -127,6 +127,10 @@ def main():
             want = [f"waiting for job {job}…", "live"]
             shown = until(lambda: job_badge(driver) == want and job_badge(driver), 30)
             check(shown == want, f"before the job, the page says {job_badge(driver)}, not {want}")
+            # Anonymous, on loopback: the page says what that means.
+            viewer = page(driver, "return document.getElementById('viewer').textContent;")
+            check("anonymous" in viewer and "without file paths" in viewer,
+                  f"the page's viewer line says {viewer!r}")
 
             t0 = time.time()
             procs = c.ranks(job, RUN_S)

@@ -476,7 +476,10 @@ char *http_events_message(const struct http_site *site, const char *job,
     json_t *o = json_object();
     if (!o)
         return NULL;
-    json_object_set_new(o, "status", live_status_json(l));
+    json_t *st = live_status_json(l);
+    if (st)
+        json_object_set_new(st, "viewer", viewer_json(site));
+    json_object_set_new(o, "status", st);
     json_t *jobs = live_jobs_json(l, LIVE_ALL, SSE_FINISHED_JOBS, 0, only_uid(site));
     /* A job that is another user's is no job of this stream's (it may have
      * started after the stream did). */

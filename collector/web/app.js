@@ -49,6 +49,9 @@ function connect() {
 function update(msg) {
   const st = msg.status;
   $("clock").textContent = new Date(st.time_s * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+  // Whose jobs these are: the HTTP user's own, every job (admin), or every
+  // job without paths (anonymous, loopback only).
+  if (st.viewer) $("viewer").textContent = (st.viewer.user ? st.viewer.user + ": " : "") + st.viewer.sees;
   if (lastStatus) {
     const dt = st.time_s - lastStatus.time_s;
     if (dt > 0) {

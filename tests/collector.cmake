@@ -144,6 +144,14 @@ if(NOT IOTRACE_SANITIZE)
             $<TARGET_FILE:iotrace-producer>)
   set_tests_properties(collector.dashboard PROPERTIES LABELS collector TIMEOUT 300
                        RUN_SERIAL TRUE)
+  # Two HTTP users, an admin and one restricted to nobody's uid: the API and
+  # the page in headless Chromium show each only their jobs.
+  add_test(NAME collector.dashboard_users
+    COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/dashboard_users_test.py
+            $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
+            $<TARGET_FILE:iotrace-producer>)
+  set_tests_properties(collector.dashboard_users PROPERTIES LABELS collector TIMEOUT 300
+                       SKIP_RETURN_CODE 77)
 endif()
 
 # The HTTP server against a hostile local user (user nobody, by setpriv):

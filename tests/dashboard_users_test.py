@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Each HTTP user sees their own jobs (docs/http-api.md, Access).
+
+One collector with --http-users: alice an admin, carol restricted to uid
+65534 (nobody). Two jobs reach it through one agent, one sent by root's
+process, one by nobody's (setpriv), so the agent stamps them with those
+uids. Then:
+
+- the API as carol lists nobody's job only; root's job is, on every
+  route, the 404 of a job that does not exist; /metrics as carol has no
+  series of root's job; as alice both jobs everywhere;
+- headless Chromium, logged in as carol (an Authorization header on every
+  request), shows nobody's job in the job table and not root's, and says
+  in its header whose jobs these are; logged in as alice it shows both.
+
+    dashboard_users_test.py COLLECTOR AGENT PRODUCER
+"""
+import base64
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "integration"))
+from testlib import check, failures, finish, free_port, stop_all, until  # noqa: E402
+from harness import headless_chromium  # noqa: E402
+
+COLLECTOR, AGENT, PRODUCER = sys.argv[1:4]
+NOBODY = 65534
+PASSWORD = "s3cret"
+
+
+def auth(user):
+    return "Basic " + base64.b64encode(f"{user}:{PASSWORD}".encode()).decode()
+
+
+def get(port, path, user):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                 headers={"Authorization": auth(user)})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def jobs(port, user):
+    status, body = get(port, "/api/v1/jobs", user)
+    return sorted(j["job"] for j in json.loads(body)["jobs"]) if status == 200 else None
+
+
+def table(driver):
+    return sorted(driver.execute_script(
+        "return [...document.querySelectorAll('#jobs tbody tr')].map(tr => tr.dataset.job);"))
+
+
+def as_user(driver, port, user):
+    """The page as USER: every request of the page carries USER's
+    credentials, as a browser sends them once logged in."""
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"Authorization": auth(user)}})
+    driver.get(f"http://127.0.0.1:{port}/")
+
+
+def main():
+    if os.geteuid() != 0:
+        print("SKIP: needs root (a producer run as nobody)")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="iotrace-users-dash-")
+    os.chmod(tmp, 0o755)
+    hashed = subprocess.run(["openssl", "passwd", "-6", PASSWORD], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    users = os.path.join(tmp, "users")
+    with open(users, "w") as f:
+        f.write(f"alice:{hashed}:admin\ncarol:{hashed}:{NOBODY}\n")
+    port, hport = free_port(), free_port()
+    sock = os.path.join(tmp, "agent.sock")
+    log = open(os.path.join(tmp, "daemons.log"), "wb")
+    procs, driver = [], None
+    try:
+        procs.append(subprocess.Popen(
+            [COLLECTOR, "--listen", f"tcp://127.0.0.1:{port}", "--store", os.path.join(tmp, "store"),
+             "--http", f"127.0.0.1:{hport}", "--http-users", users], stderr=log))
+        procs.append(subprocess.Popen(
+            [AGENT, "--collector", f"tcp://127.0.0.1:{port}", "--listen", "ipc://" + sock,
+             "--node", "n1", "--state-dir", "none"], stderr=log))
+        check(until(lambda: os.path.exists(sock), 30), "the agent made no socket")
+        producer = [PRODUCER, "--agent", "ipc://" + sock, "--node", "n1", "--rank", "0", "--batches", "5",
+                    "--events-per-batch", "200"]
+        for cmd in (producer + ["--job", "root-job"],
+                    ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+                    + producer + ["--job", "nobody-job"]):
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, f"{cmd[-1]}: {r.stdout} {r.stderr}")
+        both = ["nobody-job", "root-job"]
+        check(until(lambda: jobs(hport, "alice") == both, 60), f"alice's jobs: {jobs(hport, 'alice')}")
+
+        # The API.
+        check(jobs(hport, "carol") == ["nobody-job"], f"carol's jobs: {jobs(hport, 'carol')}")
+        for route in ("stats", "timeline", "series", "download/stats"):
+            status, body = get(hport, f"/api/v1/jobs/root-job/{route}", "carol")
+            _, none = get(hport, f"/api/v1/jobs/no-such-job/{route}", "carol")
+            check(status == 404 and body.replace("root-job", "J") == none.replace("no-such-job", "J"),
+                  f"carol's root-job/{route}: {status} {body} (a job that does not exist: {none})")
+            status, _ = get(hport, f"/api/v1/jobs/nobody-job/{route}", "carol")
+            check(status == 200, f"carol's own nobody-job/{route}: {status}")
+            status, _ = get(hport, f"/api/v1/jobs/root-job/{route}", "alice")
+            check(status == 200, f"alice's root-job/{route}: {status}")
+        _, metrics = get(hport, "/metrics", "carol")
+        check('job_id="root-job"' not in metrics and 'job_id="nobody-job"' in metrics,
+              "carol's /metrics: root-job's series there, or nobody-job's not")
+        _, metrics = get(hport, "/metrics", "alice")
+        check('job_id="root-job"' in metrics, "alice's /metrics lacks root-job")
+        print("API: carol sees nobody-job only, root-job is a 404 like no job; alice sees both")
+
+        # The dashboard, in Chromium.
+        driver = headless_chromium(tmp, "--window-size=1400,1200")
+        as_user(driver, hport, "carol")
+        shown = until(lambda: table(driver) == ["nobody-job"] and table(driver), 30)
+        check(shown == ["nobody-job"], f"carol's page lists {table(driver)}")
+        viewer = driver.execute_script("return document.getElementById('viewer').textContent;")
+        check(viewer.startswith("carol: ") and "its uid" in viewer, f"carol's page says {viewer!r}")
+        as_user(driver, hport, "alice")
+        shown = until(lambda: table(driver) == both and table(driver), 30)
+        check(shown == both, f"alice's page lists {table(driver)}")
+        viewer = driver.execute_script("return document.getElementById('viewer').textContent;")
+        check(viewer.startswith("alice: ") and "admin" in viewer, f"alice's page says {viewer!r}")
+        print(f"dashboard: carol's page lists {['nobody-job']}, alice's {both}")
+    finally:
+        if driver:
+            driver.quit()
+        stop_all(procs)
+        log.close()
+    if failures:
+        print(open(os.path.join(tmp, "daemons.log"), errors="replace").read()[-3000:], file=sys.stderr)
+    return finish(tmp)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

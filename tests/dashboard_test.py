@@ -161,6 +161,15 @@ def main():
                   f"{per_update:.0f} bytes per timeline update, the whole timeline {whole}")
             check(len(stats) <= WATCH_S / 2 + 1, f"the statistics fetched {len(stats)} times "
                   f"in {WATCH_S} s")
+            # What the job does now, in its summary: half of each rank's
+            # events are MPI-IO calls.
+            summary = next(j for j in json.loads(get(c.hport, "/api/v1/jobs"))["jobs"]
+                           if j["job"] == job)
+            want_cps = RANKS * RATE / 2
+            print(f"its summary: {summary['mpiio_calls_per_s']:.0f} MPI-IO calls/s "
+                  f"(sent at {want_cps:.0f}), {summary['write_bytes_per_s']:.0f} B/s written")
+            check(0.5 * want_cps <= summary["mpiio_calls_per_s"] <= 1.5 * want_cps,
+                  f"mpiio_calls_per_s {summary['mpiio_calls_per_s']}, the ranks send {want_cps}")
             stop_all(procs)
 
             # Asked to yield, the analysis leaves the store unread under this

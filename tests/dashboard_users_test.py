@@ -129,6 +129,27 @@ def main():
         check(shown == both, f"alice's page lists {table(driver)}")
         viewer = driver.execute_script("return document.getElementById('viewer').textContent;")
         check(viewer.startswith("alice: ") and "admin" in viewer, f"alice's page says {viewer!r}")
+        # The job table sorts by a column (a click on its header; again for
+        # the other way) and filters on job, name or user.
+        order = "return [...document.querySelectorAll('#jobs tbody tr')].map(tr => tr.dataset.job);"
+        click = ("[...document.querySelectorAll('#jobs thead th')]"
+                 ".find(th => th.textContent === arguments[0]).click();")
+        driver.execute_script(click, "job")
+        check(until(lambda: driver.execute_script(order) == ["root-job", "nobody-job"], 10),
+              f"sorted by job, descending: {driver.execute_script(order)}")
+        driver.execute_script(click, "job")
+        check(until(lambda: driver.execute_script(order) == ["nobody-job", "root-job"], 10),
+              f"sorted by job, ascending: {driver.execute_script(order)}")
+        driver.execute_script("const f = document.getElementById('job-filter'); f.value = 'ROOT';"
+                              " f.dispatchEvent(new Event('input'));")
+        check(until(lambda: driver.execute_script(order) == ["root-job"], 10),
+              f"filtered on 'ROOT': {driver.execute_script(order)}")
+        count = driver.execute_script("return document.getElementById('job-count').textContent;")
+        check(count == "1 of 2 jobs", f"the count says {count!r}")
+        driver.execute_script("const f = document.getElementById('job-filter'); f.value = 'nobody';"
+                              " f.dispatchEvent(new Event('input'));")
+        check(until(lambda: driver.execute_script(order) == ["nobody-job"], 10),
+              f"filtered on 'nobody' (the user): {driver.execute_script(order)}")
         print(f"dashboard: carol's page lists {['nobody-job']}, alice's {both}")
     finally:
         if driver:

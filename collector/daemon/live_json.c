@@ -26,6 +26,41 @@ static uint32_t find_job(struct live *l, const char *name)
     return 0;
 }
 
+/* What a running job does now: the mean over RATE_S whole seconds of its
+ * series that ended RATE_LAG_S ago (events may still come for the last
+ * seconds, within the merge's lateness); a finished job's is 0. */
+#define RATE_S 5
+#define RATE_LAG_S 2
+
+struct rates {
+    double read_bps, write_bps, calls_ps, disk_bps;
+};
+
+static struct rates current_rates(const struct ljob *j, int64_t now_s)
+{
+    struct rates r = {0, 0, 0, 0};
+    if (j->finished || !j->series.len)
+        return r;
+    int64_t hi = now_s - RATE_LAG_S, lo = hi - RATE_S;
+    for (size_t i = j->series.len; i-- > 0;) {
+        const struct second *s = &RING_AT(j->series, SERIES, i);
+        if (s->sec < lo)
+            break;
+        if (s->sec >= hi)
+            continue;
+        r.read_bps += (double)s->read_bytes;
+        r.write_bps += (double)s->write_bytes;
+        r.calls_ps += (double)s->calls;
+        for (size_t k = 0; k <= SERIES_SERVERS; k++)
+            r.disk_bps += (double)s->disk_bytes[k];
+    }
+    r.read_bps /= RATE_S;
+    r.write_bps /= RATE_S;
+    r.calls_ps /= RATE_S;
+    r.disk_bps /= RATE_S;
+    return r;
+}
+
 static json_t *job_summary(struct live *l, const struct ljob *j)
 {
     json_t *o = json_object();
@@ -51,6 +86,11 @@ static json_t *job_summary(struct live *l, const struct ljob *j)
     json_object_set_new(o, "disk_ops", u64(j->disk_ops));
     json_object_set_new(o, "disk_bytes", u64(j->disk_bytes));
     json_object_set_new(o, "dropped_events", u64(j->dropped));
+    struct rates r = current_rates(j, iot_now_ns() / 1000000000);
+    json_object_set_new(o, "read_bytes_per_s", json_real(r.read_bps));
+    json_object_set_new(o, "write_bytes_per_s", json_real(r.write_bps));
+    json_object_set_new(o, "mpiio_calls_per_s", json_real(r.calls_ps));
+    json_object_set_new(o, "disk_bytes_per_s", json_real(r.disk_bps));
     json_object_set_new(o, "final_stats_in_memory", json_boolean(j->final != NULL));
     json_object_set_new(o, "clock_settled", json_boolean(j->finished && !j->unsettled));
     return o;

@@ -36,6 +36,73 @@ function fill(table, rows) {
   body.replaceChildren(...rows);
 }
 
+// The job table: every column sorts (a click on its header, again for the
+// other way), and the filter keeps the jobs whose id, name or user holds
+// its text.  Hundreds of jobs run on a facility's collector at once.
+const JOB_COLUMNS = [
+  ["job", (j) => j.job],
+  ["name", (j) => j.name === null ? "–" : j.name, (j) => j.name || ""],
+  // The login name on the collector's host; the uid when it has none.
+  ["user", (j) => j.user !== null && j.user !== undefined ? j.user : j.uid !== null ? "uid " + j.uid : "–",
+   (j) => j.user || (j.uid === null ? "" : "uid " + j.uid)],
+  ["state", (j) => j.state],
+  ["start", (j) => j.first_s === null ? "–" : new Date(j.first_s * 1000).toISOString().slice(11, 19), (j) => j.first_s || 0],
+  ["duration", (j) => j.first_s === null ? "–" : secs(j.last_s - j.first_s), (j) => j.first_s === null ? 0 : j.last_s - j.first_s],
+  ["ranks", (j) => j.ranks],
+  ["nodes", (j) => j.nodes + (j.nodes_without_clock ? " (" + j.nodes_without_clock + " unaligned)" : ""), (j) => j.nodes],
+  ["MPI-IO calls", (j) => j.mpiio_calls],
+  ["read", (j) => bytes(j.bytes_read), (j) => j.bytes_read],
+  ["written", (j) => bytes(j.bytes_written), (j) => j.bytes_written],
+  ["read/s", (j) => human(j.read_bytes_per_s, "B/s"), (j) => j.read_bytes_per_s],
+  ["write/s", (j) => human(j.write_bytes_per_s, "B/s"), (j) => j.write_bytes_per_s],
+  ["calls/s", (j) => human(j.mpiio_calls_per_s), (j) => j.mpiio_calls_per_s],
+  ["disk ops", (j) => j.disk_ops],
+  ["dropped", (j) => j.dropped_events],
+];
+let jobSort = { col: -1, dir: 1 }, lastJobs = [];
+
+function renderJobs(jobs) {
+  lastJobs = jobs;
+  const want = ($("job-filter").value || "").trim().toLowerCase();
+  let shown = want ? jobs.filter((j) => [j.job, j.name, j.user, j.uid === null ? "" : "uid " + j.uid]
+    .some((v) => v !== null && v !== undefined && String(v).toLowerCase().includes(want))) : jobs.slice();
+  if (jobSort.col >= 0) {
+    const c = JOB_COLUMNS[jobSort.col], key = c[2] || c[1];
+    shown.sort((x, y) => { const a = key(x), b = key(y); return (a < b ? -1 : a > b ? 1 : 0) * jobSort.dir; });
+  }
+  $("job-count").textContent = shown.length === jobs.length ? jobs.length + " jobs" : shown.length + " of " + jobs.length + " jobs";
+  fill("jobs", shown.map((j) => {
+    const tr = document.createElement("tr");
+    tr.className = "click";
+    tr.dataset.job = j.job;
+    tr.onclick = () => select(j.job);
+    JOB_COLUMNS.forEach(([, show]) => cell(tr, show(j)));
+    if (j.nodes_without_clock) {
+      const n = tr.children[7];
+      n.className = "bad";
+      n.title = "events forwarded by an agent without clock samples keep that node's own clock";
+    }
+    return tr;
+  }));
+}
+
+function setupJobTable() {
+  const row = $("jobs").querySelector("thead tr");
+  row.replaceChildren(...JOB_COLUMNS.map(([name], i) => {
+    const th = document.createElement("th");
+    th.textContent = name;
+    th.className = "sortable";
+    th.onclick = () => {
+      jobSort = { col: i, dir: jobSort.col === i ? -jobSort.dir : -1 };
+      for (const h of row.children) h.removeAttribute("data-sort");
+      th.dataset.sort = jobSort.dir > 0 ? "up" : "down";
+      renderJobs(lastJobs);
+    };
+    return th;
+  }));
+  $("job-filter").oninput = () => renderJobs(lastJobs);
+}
+
 function connect() {
   if (source) source.close();
   source = new EventSource("api/v1/events" + (selected ? "?job=" + encodeURIComponent(selected) : ""));
@@ -86,29 +153,7 @@ function update(msg) {
     cell(tr, n.agent ? n.agent.invalid_messages + n.agent.rejected_batches : "–");
     return tr;
   }));
-  fill("jobs", msg.jobs.map((j) => {
-    const tr = document.createElement("tr");
-    tr.className = "click";
-    tr.dataset.job = j.job;
-    tr.onclick = () => select(j.job);
-    cell(tr, j.job);
-    cell(tr, j.name === null ? "–" : j.name);
-    // The login name on the collector's host; the uid when it has none.
-    cell(tr, j.user !== null && j.user !== undefined ? j.user : j.uid !== null ? "uid " + j.uid : "–");
-    cell(tr, j.state);
-    cell(tr, j.ranks);
-    const n = cell(tr, j.nodes + (j.nodes_without_clock ? " (" + j.nodes_without_clock + " unaligned)" : ""));
-    if (j.nodes_without_clock) {
-      n.className = "bad";
-      n.title = "events forwarded by an agent without clock samples keep that node's own clock";
-    }
-    cell(tr, j.mpiio_calls);
-    cell(tr, bytes(j.bytes_read));
-    cell(tr, bytes(j.bytes_written));
-    cell(tr, j.disk_ops);
-    cell(tr, j.dropped_events);
-    return tr;
-  }));
+  renderJobs(msg.jobs);
   if (selected) {
     // A job the analysis does not know yet (a page opened as the job
     // starts, or an analysis behind the store) is waited for.
@@ -385,4 +430,5 @@ function showCall(c) {
   $("detail").hidden = false;
 }
 
+setupJobTable();
 if (selected) select(selected); else connect();

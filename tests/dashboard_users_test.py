@@ -115,6 +115,9 @@ def main():
               "carol's /metrics: root-job's series there, or nobody-job's not")
         _, metrics = get(hport, "/metrics", "alice")
         check('job_id="root-job"' in metrics, "alice's /metrics lacks root-job")
+        info = [x for x in metrics.splitlines() if x.startswith('iotrace_job_info{job_id="nobody-job"')]
+        check(info == ['iotrace_job_info{job_id="nobody-job",user="nobody",uid="65534",name=""} 1'],
+              f"nobody-job's info series: {info}")
         print("API: carol sees nobody-job only, root-job is a 404 like no job; alice sees both")
 
         # The dashboard, in Chromium.

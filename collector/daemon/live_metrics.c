@@ -220,6 +220,8 @@ static void job_metrics(struct buf *b, struct live *l, int64_t only_uid)
         const char *name, *type, *help;
     } fam[] = {
         {"iotrace_job_running", "gauge", "1 while the job runs, 0 once finished."},
+        {"iotrace_job_info", "gauge",
+         "1 for each job, its identity in labels (user, uid, name), to join on job_id."},
         {"iotrace_job_mpiio_calls_total", "counter", "MPI-IO calls by function."},
         {"iotrace_job_mpiio_bytes_total", "counter", "Bytes of MPI-IO calls by function and direction."},
         {"iotrace_job_disk_ops_total", "counter", "Disk operations the job caused, by server."},
@@ -243,15 +245,27 @@ static void job_metrics(struct buf *b, struct live *l, int64_t only_uid)
             case 0:
                 put(b, "%s{job_id=\"%s\"} %d\n", fam[f].name, job, !j->finished);
                 break;
-            case 1:
+            case 1: {
+                int64_t uid = xp_job_owner(&l->d, j->job);
+                char user[64], ul[160], nl[256], uidtxt[24] = "";
+                xp_user_name(uid, user, sizeof user);
+                label(user, ul, sizeof ul);
+                label(xp_job_name(&l->d, j->job), nl, sizeof nl);
+                if (uid >= 0)
+                    snprintf(uidtxt, sizeof uidtxt, "%lld", (long long)uid);
+                put(b, "%s{job_id=\"%s\",user=\"%s\",uid=\"%s\",name=\"%s\"} 1\n", fam[f].name, job,
+                    ul, uidtxt, nl);
+                break;
+            }
             case 2:
+            case 3:
                 for (unsigned k = 0; st && k < IOT_AN_FUNCS; k++) {
                     const struct iot_an_func *x = st->func[k];
                     if (!x || !x->count || !iot_func_name(k))
                         continue;
                     label(iot_func_name(k), fn, sizeof fn);
                     int dir = xp_func_direction(k);
-                    if (f == 1)
+                    if (f == 2)
                         put(b, "%s{job_id=\"%s\",function=\"%s\"} %llu\n", fam[f].name, job, fn,
                             (unsigned long long)x->count);
                     else
@@ -261,25 +275,25 @@ static void job_metrics(struct buf *b, struct live *l, int64_t only_uid)
                             (unsigned long long)x->bytes);
                 }
                 break;
-            case 3:
             case 4:
+            case 5:
                 for (size_t s = 0; st && s < st->n_server; s++) {
                     if (!st->server[s].ops)
                         continue;
                     label(xp_string(&l->pipe.names, (uint32_t)s), sv, sizeof sv);
                     put(b, "%s{job_id=\"%s\",server=\"%s\"} %llu\n", fam[f].name, job, sv,
-                        (unsigned long long)(f == 3 ? st->server[s].ops : st->server[s].bytes));
+                        (unsigned long long)(f == 4 ? st->server[s].ops : st->server[s].bytes));
                 }
                 break;
-            case 5:
+            case 6:
                 put(b, "%s{job_id=\"%s\"} %llu\n", fam[f].name, job, (unsigned long long)j->dropped);
                 break;
-            case 6:
             case 7:
+            case 8:
                 put(b, "%s{job_id=\"%s\"} %llu\n", fam[f].name, job,
-                    (unsigned long long)(!st ? 0 : f == 6 ? st->unmatched_calls : st->unmatched_disk_ops));
+                    (unsigned long long)(!st ? 0 : f == 7 ? st->unmatched_calls : st->unmatched_disk_ops));
                 break;
-            case 8: /* a gauge: a late call takes its CallID back */
+            case 9: /* a gauge: a late call takes its CallID back */
                 put(b, "%s{job_id=\"%s\"} %llu\n", fam[f].name, job,
                     (unsigned long long)(!st ? 0 : st->disk_only_n + st->disk_only_more));
                 break;

@@ -149,7 +149,7 @@ if(NOT IOTRACE_SANITIZE)
   add_test(NAME collector.dashboard_users
     COMMAND Python3::Interpreter ${IOTRACE_TEST_DIR}/dashboard_users_test.py
             $<TARGET_FILE:iotrace-collector> $<TARGET_FILE:iotrace-agent>
-            $<TARGET_FILE:iotrace-producer>)
+            $<TARGET_FILE:iotrace-producer> $<TARGET_FILE:server_api_demo>)
   set_tests_properties(collector.dashboard_users PROPERTIES LABELS collector TIMEOUT 300
                        SKIP_RETURN_CODE 77)
 endif()

@@ -13,7 +13,13 @@ uids. Then:
   request), shows nobody's job in the job table and not root's, and says
   in its header whose jobs these are; logged in as alice it shows both.
 
-    dashboard_users_test.py COLLECTOR AGENT PRODUCER
+Then a storage server (tests/server/server_api_demo.c) records 2 000
+operations through the agent, 1 800 of them for jobs: /api/v1/servers has
+it with those 1 800 in all and in the window of its rates, latency quantiles and
+its top jobs (for carol none: no job of those is nobody's), and alice's
+page lists it under *Storage servers now*.
+
+    dashboard_users_test.py COLLECTOR AGENT PRODUCER SERVER_DEMO
 """
 import base64
 import json
@@ -29,7 +35,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "int
 from testlib import check, failures, finish, free_port, stop_all, until  # noqa: E402
 from harness import headless_chromium  # noqa: E402
 
-COLLECTOR, AGENT, PRODUCER = sys.argv[1:4]
+COLLECTOR, AGENT, PRODUCER, SERVER_DEMO = sys.argv[1:5]
+SERVER_OPS, SERVER_JOBS = 2000, 5
+# The demo serves no MPI-IO call with every tenth operation: those have no
+# job, and the servers' view counts the operations of jobs.
+TAGGED = SERVER_OPS * 9 // 10
 NOBODY = 65534
 PASSWORD = "s3cret"
 
@@ -120,6 +130,7 @@ def main():
               f"nobody-job's info series: {info}")
         print("API: carol sees nobody-job only, root-job is a 404 like no job; alice sees both")
 
+
         # The dashboard, in Chromium.
         driver = headless_chromium(tmp, "--window-size=1400,1200")
         as_user(driver, hport, "carol")
@@ -153,7 +164,38 @@ def main():
                               " f.dispatchEvent(new Event('input'));")
         check(until(lambda: driver.execute_script(order) == ["nobody-job"], 10),
               f"filtered on 'nobody' (the user): {driver.execute_script(order)}")
-        print(f"dashboard: carol's page lists {['nobody-job']}, alice's {both}")
+        # A storage server's operations, now: the facility's view of it.
+        r = subprocess.run([SERVER_DEMO, "demo:/bricks/b1", str(SERVER_OPS), str(SERVER_JOBS)],
+                           env=dict(os.environ, IOTRACE_AGENT="ipc://" + sock),
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and f"recorded {SERVER_OPS} dropped 0" in r.stdout,
+              f"server_api_demo: {r.stdout} {r.stderr}")
+
+        def server(user):
+            status, body = get(hport, "/api/v1/servers", user)
+            found = [v for v in json.loads(body)["servers"] if v["server"] == "demo:/bricks/b1"] \
+                if status == 200 else []
+            return found[0] if found else None
+
+        # Its operations enter the rates once their seconds are in the
+        # window (2 to 7 s old).
+        v = until(lambda: (server("alice") or {}).get("ops_per_s", 0) * 5 >= TAGGED and server("alice"), 30)
+        print(f"servers: {v}")
+        check(v and v["ops"] == TAGGED and round(v["ops_per_s"] * 5) == TAGGED,
+              f"the server's operations: {v}")
+        check(v and v["p50_ns"] and v["p99_ns"] and v["p99_ns"] >= v["p50_ns"], f"latency: {v}")
+        check(v and len(v["top_jobs"]) == 3 and v["top_jobs"][0]["bytes_per_s"] >= v["top_jobs"][-1]["bytes_per_s"],
+              f"top jobs: {v and v['top_jobs']}")
+        c = server("carol")
+        check(c and c["ops"] == TAGGED and c["top_jobs"] == [],
+              f"carol's view of the server (no job of hers on it): {c}")
+        as_user(driver, hport, "alice")
+        until(lambda: driver.execute_script(
+            "return document.querySelectorAll('#bricks tbody tr').length;"), 30)
+        bricks = driver.execute_script(
+            "return [...document.querySelectorAll('#bricks tbody tr')].map(tr => tr.dataset.server);")
+        check("demo:/bricks/b1" in bricks, f"alice's page lists the servers {bricks}")
+        print(f"dashboard: carol's page lists {['nobody-job']}, alice's {both}, servers {bricks}")
     finally:
         if driver:
             driver.quit()

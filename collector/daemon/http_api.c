@@ -432,6 +432,8 @@ static int api(const struct http_site *site, const struct target *t, struct http
             return jobs_list(site, t, r);
         if (is(t, 2, "nodes"))
             return reply_json(r, 200, live_nodes_json(l));
+        if (is(t, 2, "servers"))
+            return reply_json(r, 200, live_servers_json(l, only_uid(site)));
         if (is(t, 2, "status")) {
             json_t *st = live_status_json(l);
             if (st)
@@ -487,6 +489,11 @@ char *http_events_message(const struct http_site *site, const char *job,
         job = NULL;
     json_object_set(o, "jobs", json_object_get(jobs, "jobs"));
     json_decref(jobs);
+    json_t *servers = live_servers_json(l, only_uid(site));
+    if (servers) {
+        json_object_set(o, "servers", json_object_get(servers, "servers"));
+        json_decref(servers);
+    }
     json_t *nodes = live_nodes_json(l);
     if (nodes) {
         json_object_set(o, "nodes", json_object_get(nodes, "nodes"));

@@ -192,6 +192,9 @@ static int on_ordered(void *ctx, const struct xp_event *ev, uint32_t *tag)
 {
     (void)tag;
     struct live *l = ctx;
+    if (ev->kind == XP_DISK &&
+        live_servers_event(l, ev, ev->producer < l->pipe.an.n_server ? l->pipe.an.server[ev->producer] : 0) < 0)
+        return -1;
     if ((ev->kind != XP_MPIIO && ev->kind != XP_DISK) || !ev->job)
         return 0;
     struct ljob *j = job_of(l, ev->job);
@@ -673,6 +676,7 @@ void live_stop(struct live *l)
             free_job(l->jobs[i]);
     free(l->jobs);
     free(l->retiring);
+    live_servers_free(l);
     iot_pipe_free(&l->pipe);
     xp_data_free(&l->d);
     pthread_cond_destroy(&l->updated);

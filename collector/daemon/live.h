@@ -73,6 +73,11 @@ int live_job_known(struct live *l, const char *job);
 /* The job's line of the job list, or JSON null while it is not known. */
 json_t *live_job_json(struct live *l, const char *job);
 
+/* The storage servers now (/api/v1/servers): totals, the rates of the last
+ * seconds, latency p50/p99 and the jobs with the most bytes on each (only
+ * only_uid's, or any with LIVE_ANY_UID). */
+json_t *live_servers_json(struct live *l, int64_t only_uid);
+
 /* Prometheus text exposition of the daemon (collector, agents, jobs): the
  * jobs' series of only_uid's jobs, or every job's (LIVE_ANY_UID). */
 char *live_metrics(struct live *l, int64_t only_uid);

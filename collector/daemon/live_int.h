@@ -76,6 +76,27 @@ struct ljob {
     struct iot_qhist open_q; /* call durations of the newest second */
 };
 
+/* A storage server's last seconds (live_servers.c). */
+#define LSV_SECONDS 8   /* slots: the window and the seconds still filling */
+#define LSV_RATE_S 5    /* the window: RATE_S seconds that ended LSV_LAG_S ago */
+#define LSV_LAG_S 2
+#define LSV_BUCKETS 128 /* latency, a quarter octave each from 1 ns */
+#define LSV_JOBS 8      /* jobs told apart per second */
+struct lsv_second {
+    int64_t sec; /* event time, collector clock, whole seconds */
+    uint64_t ops, read_bytes, write_bytes, others;
+    uint32_t lat[LSV_BUCKETS];
+    uint32_t job[LSV_JOBS]; /* 0: free */
+    uint64_t job_bytes[LSV_JOBS];
+};
+struct lserver {
+    int seen;
+    uint64_t ops, read_bytes, write_bytes; /* since the collector started */
+    struct lsv_second sec[LSV_SECONDS];
+};
+int live_servers_event(struct live *l, const struct xp_event *ev, uint32_t server);
+void live_servers_free(struct live *l);
+
 struct live {
     struct live_config cfg;
     struct ingest_view *ingest;
@@ -109,6 +130,8 @@ struct live {
     uint32_t *retiring;  /* retire_producers()'s list */
     size_t cap_retiring;
     uint64_t retired;    /* processes forgotten so far */
+    struct lserver *servers; /* by server id (pipe.names), live_servers.c */
+    size_t n_servers;
     int failed;
     char error[512];
 };

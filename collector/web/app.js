@@ -154,6 +154,22 @@ function update(msg) {
     return tr;
   }));
   renderJobs(msg.jobs);
+  // The busiest servers first: what loads the storage now, and whose jobs.
+  const bricks = (msg.servers || []).slice().sort((a, b) =>
+    (b.read_bytes_per_s + b.write_bytes_per_s) - (a.read_bytes_per_s + a.write_bytes_per_s) || b.ops - a.ops);
+  fill("bricks", bricks.map((v) => {
+    const tr = document.createElement("tr");
+    tr.dataset.server = v.server;
+    cell(tr, v.server);
+    cell(tr, human(v.read_bytes_per_s, "B/s"));
+    cell(tr, human(v.write_bytes_per_s, "B/s"));
+    cell(tr, human(v.ops_per_s));
+    cell(tr, v.p50_ns === null ? "–" : secs(v.p50_ns / 1e9));
+    cell(tr, v.p99_ns === null ? "–" : secs(v.p99_ns / 1e9));
+    cell(tr, v.top_jobs.map((j) => j.job + " " + human(j.bytes_per_s, "B/s")).join(", ") || "–");
+    cell(tr, v.ops);
+    return tr;
+  }));
   if (selected) {
     // A job the analysis does not know yet (a page opened as the job
     // starts, or an analysis behind the store) is waited for.

@@ -186,6 +186,19 @@ def main():
         check(v and v["p50_ns"] and v["p99_ns"] and v["p99_ns"] >= v["p50_ns"], f"latency: {v}")
         check(v and len(v["top_jobs"]) == 3 and v["top_jobs"][0]["bytes_per_s"] >= v["top_jobs"][-1]["bytes_per_s"],
               f"top jobs: {v and v['top_jobs']}")
+        # /metrics: the server's operations by direction and a latency
+        # histogram whose buckets only grow, ending at its operations.
+        _, metrics = get(hport, "/metrics", "alice")
+        lines = [x for x in metrics.splitlines() if 'server="demo:/bricks/b1"' in x]
+        buckets = [int(x.split()[-1]) for x in lines
+                   if x.startswith("iotrace_server_disk_latency_seconds_bucket")]
+        ops = sum(int(x.split()[-1]) for x in lines if x.startswith("iotrace_server_disk_ops_total"))
+        count = [int(x.split()[-1]) for x in lines if x.startswith("iotrace_server_disk_latency_seconds_count")]
+        check(ops == TAGGED and count == [TAGGED] and buckets and buckets[-1] == TAGGED
+              and buckets == sorted(buckets), f"the server's /metrics: {lines}")
+        lint = subprocess.run(["promtool", "check", "metrics"], input=metrics, capture_output=True,
+                              text=True)
+        check(lint.returncode == 0, f"promtool check metrics: {lint.stdout} {lint.stderr}")
         c = server("carol")
         check(c and c["ops"] == TAGGED and c["top_jobs"] == [],
               f"carol's view of the server (no job of hers on it): {c}")

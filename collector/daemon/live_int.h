@@ -92,6 +92,9 @@ struct lsv_second {
 struct lserver {
     int seen;
     uint64_t ops, read_bytes, write_bytes; /* since the collector started */
+    uint64_t read_ops, write_ops;
+    uint64_t lat_total[LSV_BUCKETS]; /* since the collector started: /metrics */
+    uint64_t lat_sum_ns;
     struct lsv_second sec[LSV_SECONDS];
 };
 int live_servers_event(struct live *l, const struct xp_event *ev, uint32_t server);

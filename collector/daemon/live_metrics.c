@@ -302,6 +302,63 @@ static void job_metrics(struct buf *b, struct live *l, int64_t only_uid)
     }
 }
 
+/* Per storage server: operations and bytes by direction and a latency
+ * histogram since the collector started (live_servers.c).  Its buckets are
+ * powers of two of nanoseconds, from 8 us to 1 s, edges of the quarter
+ * octaves the server view counts in, so that each is exact. */
+static void server_metrics(struct buf *b, struct live *l)
+{
+    static const int powers[] = {13, 15, 17, 19, 21, 23, 25, 27, 30};
+    char sv[256];
+    family(b, "iotrace_server_disk_ops_total", "counter",
+           "Disk operations of jobs a storage server made, by direction.");
+    for (size_t i = 0; i < l->n_servers; i++) {
+        const struct lserver *v = &l->servers[i];
+        if (!v->seen)
+            continue;
+        label(xp_string(&l->pipe.names, (uint32_t)i), sv, sizeof sv);
+        put(b, "iotrace_server_disk_ops_total{server=\"%s\",direction=\"read\"} %llu\n", sv,
+            (unsigned long long)v->read_ops);
+        put(b, "iotrace_server_disk_ops_total{server=\"%s\",direction=\"write\"} %llu\n", sv,
+            (unsigned long long)v->write_ops);
+        put(b, "iotrace_server_disk_ops_total{server=\"%s\",direction=\"other\"} %llu\n", sv,
+            (unsigned long long)(v->ops - v->read_ops - v->write_ops));
+    }
+    family(b, "iotrace_server_disk_bytes_total", "counter",
+           "Bytes of the disk operations of jobs a storage server made, by direction.");
+    for (size_t i = 0; i < l->n_servers; i++) {
+        const struct lserver *v = &l->servers[i];
+        if (!v->seen)
+            continue;
+        label(xp_string(&l->pipe.names, (uint32_t)i), sv, sizeof sv);
+        put(b, "iotrace_server_disk_bytes_total{server=\"%s\",direction=\"read\"} %llu\n", sv,
+            (unsigned long long)v->read_bytes);
+        put(b, "iotrace_server_disk_bytes_total{server=\"%s\",direction=\"write\"} %llu\n", sv,
+            (unsigned long long)v->write_bytes);
+    }
+    family(b, "iotrace_server_disk_latency_seconds", "histogram",
+           "Durations of the disk operations of jobs a storage server made.");
+    for (size_t i = 0; i < l->n_servers; i++) {
+        const struct lserver *v = &l->servers[i];
+        if (!v->seen)
+            continue;
+        label(xp_string(&l->pipe.names, (uint32_t)i), sv, sizeof sv);
+        uint64_t below = 0;
+        unsigned next = 0;
+        for (size_t k = 0; k < sizeof powers / sizeof powers[0]; k++) {
+            for (; next < 4u * (unsigned)powers[k] && next < LSV_BUCKETS; next++)
+                below += v->lat_total[next];
+            put(b, "iotrace_server_disk_latency_seconds_bucket{server=\"%s\",le=\"%.9g\"} %llu\n", sv,
+                ldexp(1.0, powers[k]) / 1e9, (unsigned long long)below);
+        }
+        put(b, "iotrace_server_disk_latency_seconds_bucket{server=\"%s\",le=\"+Inf\"} %llu\n", sv,
+            (unsigned long long)v->ops);
+        put(b, "iotrace_server_disk_latency_seconds_sum{server=\"%s\"} %.9f\n", sv, (double)v->lat_sum_ns / 1e9);
+        put(b, "iotrace_server_disk_latency_seconds_count{server=\"%s\"} %llu\n", sv,
+            (unsigned long long)v->ops);
+    }
+}
+
 char *live_metrics(struct live *l, int64_t only_uid)
 {
     struct ingest_view *v = l->ingest;
@@ -348,6 +405,7 @@ char *live_metrics(struct live *l, int64_t only_uid)
         (double)l->newest_arrival_ns / 1e9);
     agent_metrics(&b, l, agents, n);
     job_metrics(&b, l, only_uid);
+    server_metrics(&b, l);
     pthread_mutex_unlock(&l->lock);
     free(agents);
     if (b.failed) {

@@ -62,10 +62,17 @@ int live_servers_event(struct live *l, const struct xp_event *ev, uint32_t serve
     sv->ops++;
     int dir = xp_func_direction(ev->func);
     uint64_t bytes = ev->bytes > 0 ? (uint64_t)ev->bytes : 0;
-    if (dir == XP_DIR_READ)
+    if (dir == XP_DIR_READ) {
         sv->read_bytes += bytes;
-    else if (dir == XP_DIR_WRITE)
+        sv->read_ops++;
+    } else if (dir == XP_DIR_WRITE) {
         sv->write_bytes += bytes;
+        sv->write_ops++;
+    }
+    uint64_t dur = (uint64_t)(ev->t_end > ev->t_start ? ev->t_end - ev->t_start : 0);
+    unsigned lb = lat_bucket(dur);
+    sv->lat_total[lb]++;
+    sv->lat_sum_ns += dur;
     struct lsv_second *s = second_of(sv, ev->t_start / 1000000000);
     if (!s)
         return 0;
@@ -74,7 +81,7 @@ int live_servers_event(struct live *l, const struct xp_event *ev, uint32_t serve
         s->read_bytes += bytes;
     else if (dir == XP_DIR_WRITE)
         s->write_bytes += bytes;
-    s->lat[lat_bucket((uint64_t)(ev->t_end > ev->t_start ? ev->t_end - ev->t_start : 0))]++;
+    s->lat[lb]++;
     /* The jobs of the second with the most bytes on this server: a few
      * places; a job that finds them taken counts in `others`. */
     if (ev->job) {
